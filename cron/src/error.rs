@@ -1,0 +1,148 @@
+//! Typed errors for cron expressions and zones.
+
+use std::fmt;
+
+/// The six fields of a cron expression, named the way a person reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// `sec`, only in 6-field expressions.
+    Second,
+    /// `min`
+    Minute,
+    /// `hour`
+    Hour,
+    /// `dom`
+    DayOfMonth,
+    /// `month`
+    Month,
+    /// `dow`
+    DayOfWeek,
+}
+
+impl Field {
+    /// The smallest and largest plain number the field accepts.
+    pub const fn bounds(self) -> (u32, u32) {
+        match self {
+            Field::Second | Field::Minute => (0, 59),
+            Field::Hour => (0, 23),
+            Field::DayOfMonth => (1, 31),
+            Field::Month => (1, 12),
+            Field::DayOfWeek => (0, 7),
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Field::Second => "second",
+            Field::Minute => "minute",
+            Field::Hour => "hour",
+            Field::DayOfMonth => "day-of-month",
+            Field::Month => "month",
+            Field::DayOfWeek => "day-of-week",
+        })
+    }
+}
+
+/// Why one field of an expression was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// An empty field or an empty list item (`1,,2`).
+    #[error("empty value")]
+    Empty,
+    /// Neither a number nor a name the field knows.
+    #[error("not a number or a known name")]
+    NotANumber,
+    /// A number outside the field's range.
+    #[error("{value} is out of range {min}-{max}")]
+    OutOfRange {
+        /// The number written.
+        value: u32,
+        /// Smallest allowed.
+        min: u32,
+        /// Largest allowed.
+        max: u32,
+    },
+    /// `a-b` with `a > b`; wrapping ranges are not part of the dialect.
+    #[error("range {start}-{end} runs backwards (write it as two ranges)")]
+    RangeReversed {
+        /// Start of the range.
+        start: u32,
+        /// End of the range.
+        end: u32,
+    },
+    /// `*/0`
+    #[error("step must be at least 1")]
+    ZeroStep,
+    /// `5#6`: there is no sixth weekday of a month.
+    #[error("`#` takes 1 to 5 (the n-th weekday of the month), found {0}")]
+    NthOutOfRange(u32),
+    /// `L`, `W` or `#` where the field does not allow it.
+    #[error("`{0}` is only allowed in {1}")]
+    ModifierNotAllowed(&'static str, &'static str),
+}
+
+/// A cron expression that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Nothing but white space.
+    #[error("empty cron expression")]
+    Empty,
+    /// Neither 5 nor 6 fields.
+    #[error(
+        "expected 5 fields (min hour dom month dow) or 6 (sec min hour dom month dow), found {found}"
+    )]
+    FieldCount {
+        /// Number of white-space separated fields found.
+        found: usize,
+    },
+    /// An `@` word that is not one of the shorthands.
+    #[error(
+        "unknown shorthand `{0}`: expected @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly"
+    )]
+    UnknownShorthand(String),
+    /// One field is malformed.
+    #[error("{field} field `{token}`: {reason}")]
+    Field {
+        /// Which field.
+        field: Field,
+        /// The offending part of the field, shortened and escaped for display.
+        token: String,
+        /// What is wrong with it.
+        reason: FieldError,
+    },
+    /// Well formed, but no date in a full 400-year Gregorian cycle matches (`0 0 30 2 *`).
+    #[error("`{0}` can never fire: no date matches its day, month and weekday fields")]
+    NeverFires(String),
+}
+
+/// An IANA zone name that is not in the tz database.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown time zone `{name}`{}", suggestion_suffix(.suggestion))]
+pub struct UnknownZone {
+    /// The name given, shortened and escaped for display.
+    pub name: String,
+    /// The closest known zone name, when one is close.
+    pub suggestion: Option<&'static str>,
+}
+
+fn suggestion_suffix(s: &Option<&'static str>) -> String {
+    match s {
+        Some(s) => format!("; did you mean `{s}`?"),
+        None => "; expected an IANA name such as `Asia/Seoul` or `UTC`".to_owned(),
+    }
+}
+
+/// Shortens and escapes user input so an error message stays readable whatever it was given
+/// (10,000 characters, control characters, NUL bytes).
+pub(crate) fn shown(input: &str) -> String {
+    const MAX: usize = 48;
+    let escaped: String = input.escape_debug().collect();
+    if escaped.chars().count() <= MAX {
+        escaped
+    } else {
+        let head: String = escaped.chars().take(MAX).collect();
+        format!("{head}… ({} characters)", input.chars().count())
+    }
+}

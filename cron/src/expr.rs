@@ -1,0 +1,589 @@
+//! The cron dialect: parsing into bit sets, and matching dates and times of day.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{Datelike, Months, NaiveDate, Weekday};
+
+use crate::error::{Field, FieldError, ParseError, shown};
+
+/// A parsed cron expression: standard Unix cron (5 fields) or with seconds first (6 fields).
+///
+/// The dialect:
+/// - `*`, `?` (same as `*` in the day fields), numbers, `a-b`, lists `a,b`, steps `*/15`, `1-30/5`, `5/10`;
+/// - month names `JAN`–`DEC` and weekday names `SUN`–`SAT`, case-insensitive; weekday 0 and 7 are Sunday,
+///   1 is Monday;
+/// - day of month: `L` (last day), `L-3` (three days before the last), `15W` (weekday nearest the 15th,
+///   within the month), `LW` (last weekday of the month);
+/// - day of week: `5L` (last Friday of the month), `5#3` (third Friday);
+/// - `@yearly` `@annually` `@monthly` `@weekly` `@daily` `@midnight` `@hourly`;
+/// - day of month and day of week: when either field starts with `*` (or `?`) both must match,
+///   otherwise either may match (Vixie's rule, so `0 0 13 * 5` fires on every 13th and every Friday).
+///
+/// An expression that can never fire (`0 0 30 2 *`) is rejected when parsed.
+///
+/// ```
+/// use slotguard_cron::CronExpr;
+/// let expr: CronExpr = "0 2 * * MON-FRI".parse()?;
+/// assert!(!expr.has_seconds());
+/// assert!(expr.is_fixed_time());
+/// # Ok::<(), slotguard_cron::ParseError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CronExpr {
+    seconds: u64,
+    minutes: u64,
+    hours: u32,
+    /// Bit `d` for day `d` of the month, 1..=31.
+    days: u32,
+    /// `L`, `L-n`: bit `n` for "n days before the last day" (bit 0 is `L`).
+    days_before_last: u32,
+    /// `nW`: bit `n` for "the weekday nearest day n".
+    nearest_weekday: u32,
+    last_weekday: bool,
+    /// Bit `m` for month `m`, 1..=12.
+    months: u16,
+    /// Bit `w` for weekday `w`, 0 = Sunday.
+    weekdays: u8,
+    /// `w#n`: bit `w * 5 + (n - 1)`.
+    nth_weekdays: u64,
+    /// `wL`: bit `w`.
+    last_weekdays: u8,
+    dom_star: bool,
+    dow_star: bool,
+    has_seconds: bool,
+    fixed_time: bool,
+    source: Box<str>,
+}
+
+impl fmt::Debug for CronExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("CronExpr").field(&self.source).finish()
+    }
+}
+
+impl fmt::Display for CronExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+impl FromStr for CronExpr {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CronExpr::parse(s)
+    }
+}
+
+/// The 400-year Gregorian cycle: weekdays and leap years repeat after it, so a date pattern that
+/// matches nothing in one cycle matches nothing ever.
+const CYCLE_DAYS: u64 = 146_097;
+
+impl CronExpr {
+    /// Parses an expression. See the type's documentation for the dialect.
+    ///
+    /// # Errors
+    /// A [`ParseError`] that names the field and the reason, or [`ParseError::NeverFires`].
+    pub fn parse(input: &str) -> Result<Self, ParseError> {
+        let trimmed = input.trim();
+        if trimmed.is_empty() {
+            return Err(ParseError::Empty);
+        }
+        let expanded = if let Some(word) = trimmed.strip_prefix('@') {
+            match word.to_ascii_lowercase().as_str() {
+                "yearly" | "annually" => "0 0 1 1 *",
+                "monthly" => "0 0 1 * *",
+                "weekly" => "0 0 * * 0",
+                "daily" | "midnight" => "0 0 * * *",
+                "hourly" => "0 * * * *",
+                _ => return Err(ParseError::UnknownShorthand(shown(trimmed))),
+            }
+        } else {
+            trimmed
+        };
+        let fields: Vec<&str> = expanded.split_whitespace().collect();
+        let (sec, rest) = match fields.len() {
+            5 => ("0", &fields[..]),
+            6 => (fields[0], &fields[1..]),
+            found => return Err(ParseError::FieldCount { found }),
+        };
+        let has_seconds = fields.len() == 6;
+        let [min, hour, dom, month, dow] = [rest[0], rest[1], rest[2], rest[3], rest[4]];
+
+        let mut expr = CronExpr {
+            seconds: parse_plain(Field::Second, sec)?,
+            minutes: parse_plain(Field::Minute, min)?,
+            hours: parse_plain(Field::Hour, hour)? as u32,
+            days: 0,
+            days_before_last: 0,
+            nearest_weekday: 0,
+            last_weekday: false,
+            months: parse_plain(Field::Month, month)? as u16,
+            weekdays: 0,
+            nth_weekdays: 0,
+            last_weekdays: 0,
+            dom_star: starts_with_star(dom),
+            dow_star: starts_with_star(dow),
+            has_seconds,
+            fixed_time: !starts_with_star(min)
+                && !starts_with_star(hour)
+                && !(has_seconds && starts_with_star(sec)),
+            source: trimmed.into(),
+        };
+        expr.parse_dom(dom)?;
+        expr.parse_dow(dow)?;
+        if !expr.fires_in_cycle() {
+            return Err(ParseError::NeverFires(shown(trimmed)));
+        }
+        Ok(expr)
+    }
+
+    /// The expression as written (shorthands are kept as written).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the expression has a seconds field.
+    pub fn has_seconds(&self) -> bool {
+        self.has_seconds
+    }
+
+    /// A *fixed-time* expression names its wall-clock time: neither the minute nor the hour field (nor the
+    /// seconds field, when present) starts with `*`. `@daily` is fixed; `@hourly` and `*/15 * * * *` are
+    /// not. DST policies treat the two kinds differently.
+    pub fn is_fixed_time(&self) -> bool {
+        self.fixed_time
+    }
+
+    fn parse_dom(&mut self, text: &str) -> Result<(), ParseError> {
+        for item in text.split(',') {
+            let err = |reason| field_error(Field::DayOfMonth, item, reason);
+            let upper = item.to_ascii_uppercase();
+            if upper == "L" {
+                self.days_before_last |= 1;
+            } else if upper == "LW" {
+                self.last_weekday = true;
+            } else if let Some(n) = upper.strip_prefix("L-") {
+                let n = number(n).map_err(err)?;
+                if !(1..=30).contains(&n) {
+                    return Err(err(FieldError::OutOfRange {
+                        value: n,
+                        min: 1,
+                        max: 30,
+                    }));
+                }
+                self.days_before_last |= 1 << n;
+            } else if let Some(n) = upper.strip_suffix('W') {
+                let n = number(n).map_err(err)?;
+                check_range(Field::DayOfMonth, n).map_err(err)?;
+                self.nearest_weekday |= 1 << n;
+            } else if item.contains(['#']) || upper.contains('L') {
+                return Err(err(FieldError::ModifierNotAllowed(
+                    if item.contains('#') { "#" } else { "L" },
+                    "the day-of-week field (`#`) or as `L`, `L-n`, `LW` here",
+                )));
+            } else {
+                self.days |= parse_item(Field::DayOfMonth, item)? as u32;
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_dow(&mut self, text: &str) -> Result<(), ParseError> {
+        for item in text.split(',') {
+            let err = |reason| field_error(Field::DayOfWeek, item, reason);
+            let upper = item.to_ascii_uppercase();
+            if let Some((day, nth)) = upper.split_once('#') {
+                let day = weekday_value(day).map_err(err)?;
+                let nth = number(nth).map_err(err)?;
+                if !(1..=5).contains(&nth) {
+                    return Err(err(FieldError::NthOutOfRange(nth)));
+                }
+                self.nth_weekdays |= 1 << (day * 5 + nth - 1);
+            } else if upper.len() > 1
+                && let Some(day) = upper.strip_suffix('L')
+            {
+                self.last_weekdays |= 1 << weekday_value(day).map_err(err)?;
+            } else {
+                let bits = parse_item(Field::DayOfWeek, item)?;
+                // 7 is Sunday too.
+                self.weekdays |= ((bits & 0x7f) | ((bits >> 7) & 1)) as u8;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `date` matches the day-of-month, month and day-of-week fields.
+    pub fn matches_date(&self, date: NaiveDate) -> bool {
+        self.months & (1 << date.month()) != 0 && self.matches_day(date, last_day_of_month(date))
+    }
+
+    fn matches_day(&self, date: NaiveDate, last: u32) -> bool {
+        let day = date.day();
+        let wd = date.weekday().num_days_from_sunday();
+        let dom = self.days & (1 << day) != 0
+            || (last >= day && self.days_before_last & (1 << (last - day)) != 0)
+            || (self.nearest_weekday != 0 && self.matches_nearest_weekday(date, last))
+            || (self.last_weekday && day == last_weekday_of_month(date, last));
+        let dow = self.weekdays & (1 << wd) != 0
+            || self.nth_weekdays & (1 << (wd * 5 + (day - 1) / 7)) != 0
+            || (self.last_weekdays & (1 << wd) != 0 && day + 7 > last);
+        if self.dom_star || self.dow_star {
+            dom && dow
+        } else {
+            dom || dow
+        }
+    }
+
+    /// `nW`: the weekday nearest day `n`, never leaving the month.
+    fn matches_nearest_weekday(&self, date: NaiveDate, last: u32) -> bool {
+        let day = date.day();
+        let wd = date.weekday();
+        if matches!(wd, Weekday::Sat | Weekday::Sun) {
+            return false;
+        }
+        // Which target days could land on `day`: the day itself, the Saturday after a Friday,
+        // the Sunday before a Monday, and the month's edge cases (1st on a Saturday → Monday the 3rd,
+        // last day on a Sunday → Friday two days before).
+        let hit = |n: u32| n >= 1 && n <= last && self.nearest_weekday & (1 << n) != 0;
+        hit(day)
+            || (wd == Weekday::Fri && day < last && hit(day + 1))
+            || (wd == Weekday::Mon && day > 1 && hit(day - 1))
+            || (wd == Weekday::Mon && day == 3 && hit(1))
+            || (wd == Weekday::Fri && day + 2 == last && hit(last))
+    }
+
+    /// The first date on or after `from`, and not after `until`, that matches the date fields.
+    pub(crate) fn next_date(&self, from: NaiveDate, until: NaiveDate) -> Option<NaiveDate> {
+        let mut date = from;
+        while date <= until {
+            if self.months & (1 << date.month()) == 0 {
+                date = first_of_next_month(date)?;
+                continue;
+            }
+            let last = last_day_of_month(date);
+            let mut day = date;
+            loop {
+                if self.matches_day(day, last) {
+                    return (day <= until).then_some(day);
+                }
+                if day.day() >= last {
+                    break;
+                }
+                day = day.succ_opt()?;
+            }
+            date = first_of_next_month(date)?;
+        }
+        None
+    }
+
+    fn fires_in_cycle(&self) -> bool {
+        let start = NaiveDate::from_ymd_opt(2000, 1, 1).expect("valid date");
+        let until = start + chrono::Days::new(CYCLE_DAYS);
+        self.next_date(start, until).is_some()
+    }
+
+    /// The first time of day, in seconds after midnight, at or after `from` that matches the second,
+    /// minute and hour fields.
+    pub(crate) fn next_time_of_day(&self, from: u32) -> Option<u32> {
+        let (mut h, mut m, mut s) = (from / 3600, from / 60 % 60, from % 60);
+        loop {
+            let nh = next_bit(self.hours as u64, h)?;
+            if nh != h {
+                (h, m, s) = (nh, 0, 0);
+            }
+            match next_bit(self.minutes, m) {
+                None => {
+                    (h, m, s) = (h + 1, 0, 0);
+                    continue;
+                }
+                Some(nm) if nm != m => (m, s) = (nm, 0),
+                Some(_) => {}
+            }
+            match next_bit(self.seconds, s) {
+                Some(ns) => return Some(h * 3600 + m * 60 + ns),
+                None => (m, s) = (m + 1, 0),
+            }
+            if m > 59 {
+                (h, m) = (h + 1, 0);
+            }
+        }
+    }
+}
+
+fn next_bit(mask: u64, from: u32) -> Option<u32> {
+    if from >= 64 {
+        return None;
+    }
+    let rest = mask & (u64::MAX << from);
+    (rest != 0).then(|| rest.trailing_zeros())
+}
+
+fn first_of_next_month(date: NaiveDate) -> Option<NaiveDate> {
+    date.with_day(1)?.checked_add_months(Months::new(1))
+}
+
+pub(crate) fn last_day_of_month(date: NaiveDate) -> u32 {
+    first_of_next_month(date)
+        .and_then(|d| d.pred_opt())
+        .map_or(31, |d| d.day())
+}
+
+fn last_weekday_of_month(date: NaiveDate, last: u32) -> u32 {
+    let last_date = date.with_day(last).unwrap_or(date);
+    match last_date.weekday() {
+        Weekday::Sat => last - 1,
+        Weekday::Sun => last - 2,
+        _ => last,
+    }
+}
+
+fn starts_with_star(field: &str) -> bool {
+    field.starts_with(['*', '?'])
+}
+
+fn field_error(field: Field, token: &str, reason: FieldError) -> ParseError {
+    ParseError::Field {
+        field,
+        token: shown(token),
+        reason,
+    }
+}
+
+fn number(text: &str) -> Result<u32, FieldError> {
+    if text.is_empty() {
+        return Err(FieldError::Empty);
+    }
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(FieldError::NotANumber);
+    }
+    // Too many digits for u32: saturate, and let the range check report it.
+    Ok(text.parse::<u32>().unwrap_or(u32::MAX))
+}
+
+const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+fn value(field: Field, text: &str) -> Result<u32, FieldError> {
+    let upper = text.to_ascii_uppercase();
+    let named = match field {
+        Field::Month => MONTHS
+            .iter()
+            .position(|m| *m == upper)
+            .map(|i| i as u32 + 1),
+        Field::DayOfWeek => WEEKDAYS.iter().position(|d| *d == upper).map(|i| i as u32),
+        _ => None,
+    };
+    let v = match named {
+        Some(v) => v,
+        None => number(text)?,
+    };
+    check_range(field, v)?;
+    Ok(v)
+}
+
+fn check_range(field: Field, v: u32) -> Result<(), FieldError> {
+    let (min, max) = field.bounds();
+    if v < min || v > max {
+        return Err(FieldError::OutOfRange { value: v, min, max });
+    }
+    Ok(())
+}
+
+fn weekday_value(text: &str) -> Result<u32, FieldError> {
+    value(Field::DayOfWeek, text).map(|v| v % 7)
+}
+
+/// A field without modifiers, as a bit set.
+fn parse_plain(field: Field, text: &str) -> Result<u64, ParseError> {
+    let mut bits = 0;
+    for item in text.split(',') {
+        bits |= parse_item(field, item)?;
+    }
+    Ok(bits)
+}
+
+/// One list item: `*`, `?`, `n`, `a-b`, each optionally `/step`.
+fn parse_item(field: Field, item: &str) -> Result<u64, ParseError> {
+    let err = |reason| field_error(field, item, reason);
+    let (range, step) = match item.split_once('/') {
+        Some((range, step)) => {
+            let step = number(step).map_err(err)?;
+            if step == 0 {
+                return Err(err(FieldError::ZeroStep));
+            }
+            (range, Some(step))
+        }
+        None => (item, None),
+    };
+    let (min, max) = field.bounds();
+    let (start, end) = if range == "*"
+        || (range == "?" && matches!(field, Field::DayOfMonth | Field::DayOfWeek))
+    {
+        (min, if field == Field::DayOfWeek { 6 } else { max })
+    } else if let Some((a, b)) = range.split_once('-') {
+        let (a, b) = (value(field, a).map_err(err)?, value(field, b).map_err(err)?);
+        if a > b {
+            return Err(err(FieldError::RangeReversed { start: a, end: b }));
+        }
+        (a, b)
+    } else {
+        let a = value(field, range).map_err(err)?;
+        // `5/10` means 5, 15, 25, ... up to the field's maximum.
+        (a, if step.is_some() { max } else { a })
+    };
+    let step = step.unwrap_or(1);
+    let mut bits = 0u64;
+    let mut v = start;
+    while v <= end {
+        bits |= 1 << v;
+        v = v.saturating_add(step);
+    }
+    Ok(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn date(y: i32, m: u32, d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(y, m, d).unwrap()
+    }
+
+    #[test]
+    fn vixie_or_rule_for_restricted_day_fields() {
+        let e = CronExpr::parse("0 0 13 * 5").unwrap();
+        assert!(e.matches_date(date(2026, 11, 13))); // the 13th (a Friday too)
+        assert!(e.matches_date(date(2026, 10, 13))); // a Tuesday 13th
+        assert!(e.matches_date(date(2026, 11, 6))); // a Friday
+        assert!(!e.matches_date(date(2026, 11, 5)));
+    }
+
+    #[test]
+    fn star_day_field_means_and() {
+        let e = CronExpr::parse("0 0 */2 * 1").unwrap();
+        // Vixie: a field starting with `*` sets the star flag, so both must match.
+        assert!(e.matches_date(date(2026, 11, 9))); // Monday, odd day
+        assert!(!e.matches_date(date(2026, 11, 16))); // Monday, even day
+        assert!(!e.matches_date(date(2026, 11, 11))); // odd, Wednesday
+    }
+
+    #[test]
+    fn weekday_numbering_is_unix() {
+        let e = CronExpr::parse("0 9 * * 1-5").unwrap();
+        assert!(e.matches_date(date(2026, 11, 30))); // Monday
+        assert!(!e.matches_date(date(2026, 11, 29))); // Sunday
+        let sun7 = CronExpr::parse("0 9 * * 7").unwrap();
+        assert!(sun7.matches_date(date(2026, 11, 29)));
+        let names = CronExpr::parse("0 9 * * mon-FRI").unwrap();
+        assert_eq!(names.weekdays, e.weekdays);
+    }
+
+    #[test]
+    fn last_and_nth_modifiers() {
+        let last = CronExpr::parse("0 0 L * *").unwrap();
+        assert!(last.matches_date(date(2028, 2, 29)));
+        assert!(!last.matches_date(date(2028, 2, 28)));
+        let third_friday = CronExpr::parse("0 0 * * 5#3").unwrap();
+        assert!(third_friday.matches_date(date(2026, 11, 20)));
+        assert!(!third_friday.matches_date(date(2026, 11, 13)));
+        let last_friday = CronExpr::parse("0 0 * * FRIL").unwrap();
+        assert!(last_friday.matches_date(date(2026, 11, 27)));
+        assert!(!last_friday.matches_date(date(2026, 11, 20)));
+        let before_last = CronExpr::parse("0 0 L-2 * *").unwrap();
+        assert!(before_last.matches_date(date(2026, 11, 28)));
+        let lw = CronExpr::parse("0 0 LW * *").unwrap();
+        assert!(lw.matches_date(date(2026, 5, 29))); // May 31 2026 is a Sunday
+        let w = CronExpr::parse("0 0 1W * *").unwrap();
+        assert!(w.matches_date(date(2026, 8, 3))); // Aug 1 2026 is a Saturday → Monday 3rd
+        let w15 = CronExpr::parse("0 0 15W * *").unwrap();
+        assert!(w15.matches_date(date(2026, 11, 16))); // Nov 15 2026 is a Sunday → Monday 16th
+        assert!(!w15.matches_date(date(2026, 11, 15)));
+    }
+
+    #[test]
+    fn shorthands() {
+        assert_eq!(
+            CronExpr::parse("@daily").unwrap().hours,
+            CronExpr::parse("0 0 * * *").unwrap().hours
+        );
+        assert!(CronExpr::parse("@daily").unwrap().is_fixed_time());
+        assert!(!CronExpr::parse("@hourly").unwrap().is_fixed_time());
+        assert!(matches!(
+            CronExpr::parse("@reboot"),
+            Err(ParseError::UnknownShorthand(_))
+        ));
+    }
+
+    #[test]
+    fn time_of_day_search() {
+        let e = CronExpr::parse("*/20 15 9-10 * * *").unwrap();
+        assert_eq!(e.next_time_of_day(0), Some(9 * 3600 + 15 * 60));
+        assert_eq!(
+            e.next_time_of_day(9 * 3600 + 15 * 60 + 41),
+            Some(10 * 3600 + 15 * 60)
+        );
+        assert_eq!(e.next_time_of_day(10 * 3600 + 15 * 60 + 41), None);
+    }
+
+    #[test]
+    fn errors_name_field_and_reason() {
+        let err = CronExpr::parse("61 * * * *").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "minute field `61`: 61 is out of range 0-59"
+        );
+        assert!(matches!(
+            CronExpr::parse("* * * *"),
+            Err(ParseError::FieldCount { found: 4 })
+        ));
+        assert!(matches!(CronExpr::parse("   "), Err(ParseError::Empty)));
+        assert!(matches!(
+            CronExpr::parse("0 0 30 2 *"),
+            Err(ParseError::NeverFires(_))
+        ));
+        assert!(matches!(
+            CronExpr::parse("*/0 * * * *"),
+            Err(ParseError::Field {
+                reason: FieldError::ZeroStep,
+                ..
+            })
+        ));
+        assert!(matches!(
+            CronExpr::parse("0 0 * * 5#6"),
+            Err(ParseError::Field {
+                reason: FieldError::NthOutOfRange(6),
+                ..
+            })
+        ));
+        assert!(matches!(
+            CronExpr::parse("0 5-1 * * *"),
+            Err(ParseError::Field {
+                field: Field::Hour,
+                reason: FieldError::RangeReversed { .. },
+                ..
+            })
+        ));
+        let many = vec!["*"; 200].join(" ");
+        assert!(matches!(
+            CronExpr::parse(&many),
+            Err(ParseError::FieldCount { found: 200 })
+        ));
+        let nul = CronExpr::parse("0\0 * * * *").unwrap_err().to_string();
+        assert!(nul.contains("\\0"), "{nul}");
+        let long = format!("{} * * * *", "1".repeat(10_000));
+        let msg = CronExpr::parse(&long).unwrap_err().to_string();
+        assert!(msg.len() < 200, "{msg}");
+    }
+
+    #[test]
+    fn rare_but_possible_dates_are_accepted() {
+        // Feb 29 every four years; the fifth Monday of February only in some leap years.
+        assert!(CronExpr::parse("0 0 29 2 *").is_ok());
+        assert!(CronExpr::parse("0 0 * 2 1#5").is_ok());
+        assert!(CronExpr::parse("0 0 31 4,6,9,11 *").is_err());
+    }
+}

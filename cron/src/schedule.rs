@@ -1,0 +1,539 @@
+//! The slot engine: the instants at which a cron expression fires in an IANA zone under a DST policy.
+
+use std::fmt;
+
+use chrono::{DateTime, Days, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono_tz::Tz;
+
+use crate::{CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
+
+/// No zone in the tz database is further than this from UTC (local mean times reach ±15:57).
+const MAX_OFFSET: i64 = 16 * 3600;
+/// Farther back than any shifted or repeated wall time can reach forward (the largest gap, Pacific/Apia
+/// in 2011, is a day; add the largest offset and a margin).
+const LOOKBACK: i64 = 64 * 3600;
+/// cronie runs fixed-time jobs of a skipped hour at the transition only for gaps shorter than this.
+const VIXIE_MAX_GAP: i64 = 3 * 3600;
+const DAY: i64 = 86_400;
+/// One Gregorian cycle and a little: past it, a pattern that did not match never will.
+const SEARCH_DAYS: u64 = 146_097 + 2;
+
+/// A cron expression, the zone its wall-clock times are read in, and the DST policy.
+///
+/// The slots it produces are a fixed set of instants: they are strictly increasing and do not depend on
+/// when or from where they are computed, so every replica derives the same `scheduled_at` for a slot.
+///
+/// ```
+/// use chrono::{TimeZone, Utc};
+/// use slotguard_cron::Schedule;
+///
+/// let schedule = Schedule::parse("0 2 * * *", "Asia/Seoul")?;
+/// let after = Utc.with_ymd_and_hms(2026, 3, 8, 0, 0, 0).unwrap();
+/// let slot = schedule.next_after(after).unwrap();
+/// assert_eq!(slot.scheduled_at.to_rfc3339(), "2026-03-08T17:00:00+00:00");
+/// assert_eq!(slot.business_date().to_string(), "2026-03-09");
+/// # Ok::<(), slotguard_cron::ScheduleError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Schedule {
+    expr: CronExpr,
+    zone: Tz,
+    dst: DstPolicy,
+}
+
+/// A cron expression or zone that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The expression is malformed or never fires.
+    #[error(transparent)]
+    Cron(#[from] ParseError),
+    /// The zone is not in the tz database.
+    #[error(transparent)]
+    Zone(#[from] UnknownZone),
+}
+
+/// One scheduled firing of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// The instant of the slot, to the second. This is the slot's identity.
+    pub scheduled_at: DateTime<Utc>,
+    /// The wall-clock time the schedule names for this slot. It differs from the local reading of
+    /// `scheduled_at` only when a DST policy moved the slot out of a gap (02:30 that did not exist).
+    pub wall: NaiveDateTime,
+    /// The zone the schedule is read in.
+    pub zone: Tz,
+}
+
+impl Slot {
+    /// `scheduled_at` read in the slot's zone, with its offset.
+    pub fn local(&self) -> DateTime<Tz> {
+        self.scheduled_at.with_timezone(&self.zone)
+    }
+
+    /// The business date of the slot: the local date of the wall time the schedule names.
+    pub fn business_date(&self) -> NaiveDate {
+        self.wall.date()
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({} {})",
+            self.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"),
+            self.local().format("%Y-%m-%d %H:%M:%S%:z"),
+            self.zone.name()
+        )
+    }
+}
+
+impl Schedule {
+    /// A schedule from parts that are already valid.
+    pub fn new(expr: CronExpr, zone: Tz, dst: DstPolicy) -> Self {
+        Schedule { expr, zone, dst }
+    }
+
+    /// Parses an expression and an IANA zone name, with the default DST policy.
+    ///
+    /// # Errors
+    /// [`ScheduleError`] naming the field or the zone that is wrong.
+    pub fn parse(expr: &str, zone: &str) -> Result<Self, ScheduleError> {
+        Ok(Schedule::new(
+            CronExpr::parse(expr)?,
+            parse_zone(zone)?,
+            DstPolicy::default(),
+        ))
+    }
+
+    /// The same schedule under another DST policy.
+    #[must_use]
+    pub fn with_dst(mut self, dst: DstPolicy) -> Self {
+        self.dst = dst;
+        self
+    }
+
+    /// The cron expression.
+    pub fn expr(&self) -> &CronExpr {
+        &self.expr
+    }
+
+    /// The zone wall-clock times are read in.
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// The DST policy.
+    pub fn dst(&self) -> DstPolicy {
+        self.dst
+    }
+
+    /// A stable 64-bit fingerprint of expression, zone and policy, recorded with every run so that a
+    /// schedule change between deploys can be seen in the history.
+    pub fn fingerprint(&self) -> u64 {
+        // FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for part in [self.expr.source(), self.zone.name(), self.dst.as_str()] {
+            for byte in part.bytes().chain([0]) {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        hash
+    }
+
+    /// The first slot strictly after `after`, or `None` past the end of the calendar.
+    ///
+    /// The search is bounded: it never looks further than one 400-year Gregorian cycle ahead.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        let min_inst = after.timestamp().checked_add(1)?;
+        let offset = self.offset_at(min_inst)?;
+        let local_date = date_of(min_inst + offset)?;
+        // The common case: no transition anywhere near, so no earlier date can reach past `min_inst`
+        // and the first date is regular.
+        let quiet = self.offset_at(min_inst - LOOKBACK)? == offset
+            && self.offset_at(day_start(local_date) + DAY + MAX_OFFSET)? == offset;
+        let mut date = if quiet {
+            local_date
+        } else {
+            date_of(min_inst - LOOKBACK)?.pred_opt()?
+        };
+        let until = date.checked_add_days(Days::new(SEARCH_DAYS))?;
+        let mut best: Option<(i64, i64)> = None;
+        let mut previous: Option<(NaiveDate, Option<i64>)> = None;
+        loop {
+            let Some(next) = self.expr.next_date(date, until) else {
+                break;
+            };
+            date = next;
+            let d0 = day_start(date);
+            if let Some((instant, _)) = best {
+                // The earliest instant any wall time of `date` can have.
+                let bound = match previous {
+                    Some((p, Some(p_offset))) if p.succ_opt() == Some(date) => d0 - p_offset,
+                    _ => d0 - MAX_OFFSET,
+                };
+                if bound > instant {
+                    break;
+                }
+            }
+            let regular = if quiet && date == local_date {
+                Some(offset)
+            } else {
+                self.regular_offset(d0)?
+            };
+            let found = match regular {
+                Some(off) => self.first_between(d0, d0, d0 + DAY, off, min_inst),
+                None => self.first_on_irregular_date(d0, min_inst)?,
+            };
+            best = earliest(best, found);
+            previous = Some((date, regular));
+            date = date.succ_opt()?;
+        }
+        let (instant, wall) = best?;
+        Some(Slot {
+            scheduled_at: DateTime::from_timestamp(instant, 0)?,
+            wall: DateTime::from_timestamp(wall, 0)?.naive_utc(),
+            zone: self.zone,
+        })
+    }
+
+    /// The slots strictly after `after`, in order.
+    pub fn slots_after(&self, after: DateTime<Utc>) -> Slots<'_> {
+        Slots {
+            schedule: self,
+            cursor: Some(after),
+        }
+    }
+
+    fn fires_twice(&self) -> bool {
+        match self.dst {
+            DstPolicy::Instant => true,
+            DstPolicy::Vixie => !self.expr.is_fixed_time(),
+            DstPolicy::Skip | DstPolicy::Shift => false,
+        }
+    }
+
+    fn offset_at(&self, instant: i64) -> Option<i64> {
+        let utc = DateTime::from_timestamp(instant, 0)?.naive_utc();
+        Some(i64::from(
+            self.zone
+                .offset_from_utc_datetime(&utc)
+                .fix()
+                .local_minus_utc(),
+        ))
+    }
+
+    /// `Some(offset)` when no transition touches any instant whose wall time could fall on the day
+    /// starting at wall second `d0`.
+    fn regular_offset(&self, d0: i64) -> Option<Option<i64>> {
+        let before = self.offset_at(d0 - MAX_OFFSET)?;
+        let after = self.offset_at(d0 + DAY + MAX_OFFSET)?;
+        Some((before == after).then_some(before))
+    }
+
+    /// The first matching wall time in `[lo, hi)` on the day starting at `d0`, read with `offset`, whose
+    /// instant is at least `min_inst`: `(instant, wall)`.
+    fn first_between(
+        &self,
+        d0: i64,
+        lo: i64,
+        hi: i64,
+        offset: i64,
+        min_inst: i64,
+    ) -> Option<(i64, i64)> {
+        let wall = self.first_wall(d0, lo.max(min_inst.saturating_add(offset)), hi)?;
+        Some((wall - offset, wall))
+    }
+
+    /// The first matching wall time in `[lo, hi)` on the day starting at `d0`.
+    fn first_wall(&self, d0: i64, lo: i64, hi: i64) -> Option<i64> {
+        let (lo, hi) = (lo.max(d0), hi.min(d0 + DAY));
+        if lo >= hi {
+            return None;
+        }
+        let wall = d0 + i64::from(self.expr.next_time_of_day((lo - d0) as u32)?);
+        (wall < hi).then_some(wall)
+    }
+
+    /// A day touched by one or more transitions: split its wall times into runs read with one offset,
+    /// and apply the DST policy to the gaps and overlaps between them.
+    fn first_on_irregular_date(&self, d0: i64, min_inst: i64) -> Option<Option<(i64, i64)>> {
+        let (lo, hi) = (d0 - MAX_OFFSET, d0 + DAY + MAX_OFFSET);
+        let last_offset = self.offset_at(hi)?;
+        // offsets[i] holds between transitions[i - 1] and transitions[i].
+        let mut transitions = [0i64; 4];
+        let mut offsets = [self.offset_at(lo)?; 5];
+        let mut count = 0;
+        let mut cursor = lo;
+        while offsets[count] != last_offset && count < transitions.len() {
+            let (mut a, mut b) = (cursor, hi);
+            while b - a > 1 {
+                let mid = a + (b - a) / 2;
+                if self.offset_at(mid)? == offsets[count] {
+                    a = mid;
+                } else {
+                    b = mid;
+                }
+            }
+            transitions[count] = b;
+            offsets[count + 1] = self.offset_at(b)?;
+            count += 1;
+            cursor = b;
+        }
+
+        let mut best = None;
+        for i in 0..=count {
+            let offset = offsets[i];
+            let mut seg_lo = if i == 0 {
+                i64::MIN / 2
+            } else {
+                transitions[i - 1] + offset
+            };
+            let seg_hi = if i == count {
+                i64::MAX / 2
+            } else {
+                transitions[i] + offset
+            };
+            if i > 0 {
+                let (t, before) = (transitions[i - 1], offsets[i - 1]);
+                if offset < before && !self.fires_twice() {
+                    // The repeated wall times already fired with the earlier offset.
+                    seg_lo = t + before;
+                }
+                if offset > before {
+                    let gap = self.in_gap(d0, t, before, offset, min_inst);
+                    best = earliest(best, gap);
+                }
+            }
+            best = earliest(
+                best,
+                self.first_between(d0, seg_lo, seg_hi, offset, min_inst),
+            );
+        }
+        Some(best)
+    }
+
+    /// The slot a gap yields under the policy: wall times `[t + before, t + after)` do not exist.
+    fn in_gap(
+        &self,
+        d0: i64,
+        t: i64,
+        before: i64,
+        after: i64,
+        min_inst: i64,
+    ) -> Option<(i64, i64)> {
+        let (gap_lo, gap_hi) = (t + before, t + after);
+        match self.dst {
+            DstPolicy::Vixie if self.expr.is_fixed_time() && after - before < VIXIE_MAX_GAP => {
+                let wall = self.first_wall(d0, gap_lo, gap_hi)?;
+                (t >= min_inst).then_some((t, wall))
+            }
+            DstPolicy::Shift => self.first_between(d0, gap_lo, gap_hi, before, min_inst),
+            DstPolicy::Vixie | DstPolicy::Skip | DstPolicy::Instant => None,
+        }
+    }
+}
+
+/// Iterator over the slots of a schedule; see [`Schedule::slots_after`].
+#[derive(Debug, Clone)]
+pub struct Slots<'a> {
+    schedule: &'a Schedule,
+    cursor: Option<DateTime<Utc>>,
+}
+
+impl Iterator for Slots<'_> {
+    type Item = Slot;
+
+    fn next(&mut self) -> Option<Slot> {
+        let slot = self.schedule.next_after(self.cursor?);
+        self.cursor = slot.map(|s| s.scheduled_at);
+        slot
+    }
+}
+
+/// The earlier of two candidates; at the same instant, the earlier wall time names the slot.
+fn earliest(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<(i64, i64)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Wall-clock seconds (a naive date-time counted as if it were UTC) of the start of `date`.
+fn day_start(date: NaiveDate) -> i64 {
+    date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp()
+}
+
+fn date_of(wall: i64) -> Option<NaiveDate> {
+    Some(DateTime::from_timestamp(wall, 0)?.date_naive())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn next(expr: &str, zone: &str, dst: DstPolicy, after: &str, n: usize) -> Vec<String> {
+        Schedule::parse(expr, zone)
+            .unwrap()
+            .with_dst(dst)
+            .slots_after(at(after))
+            .take(n)
+            .map(|s| s.local().format("%Y-%m-%d %H:%M%:z").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn new_york_spring_forward_per_policy() {
+        // 2026-03-08: 02:00 EST → 03:00 EDT.
+        let from = "2026-03-07T12:00:00Z";
+        let ny = "America/New_York";
+        assert_eq!(
+            next("30 2 * * *", ny, DstPolicy::Vixie, from, 2),
+            ["2026-03-08 03:00-04:00", "2026-03-09 02:30-04:00"]
+        );
+        assert_eq!(
+            next("30 2 * * *", ny, DstPolicy::Skip, from, 1),
+            ["2026-03-09 02:30-04:00"]
+        );
+        assert_eq!(
+            next("30 2 * * *", ny, DstPolicy::Shift, from, 1),
+            ["2026-03-08 03:30-04:00"]
+        );
+        assert_eq!(
+            next("30 2 * * *", ny, DstPolicy::Instant, from, 1),
+            ["2026-03-09 02:30-04:00"]
+        );
+        // Not fixed-time: vixie skips the gap.
+        assert_eq!(
+            next(
+                "30 * * * *",
+                ny,
+                DstPolicy::Vixie,
+                "2026-03-08T06:00:00Z",
+                2
+            ),
+            ["2026-03-08 01:30-05:00", "2026-03-08 03:30-04:00"]
+        );
+    }
+
+    #[test]
+    fn new_york_fall_back_per_policy() {
+        // 2026-11-01: 02:00 EDT → 01:00 EST; 01:xx happens twice.
+        let from = "2026-11-01T04:00:00Z";
+        let ny = "America/New_York";
+        assert_eq!(
+            next("30 1 * * *", ny, DstPolicy::Vixie, from, 2),
+            ["2026-11-01 01:30-04:00", "2026-11-02 01:30-05:00"]
+        );
+        assert_eq!(
+            next("30 1 * * *", ny, DstPolicy::Instant, from, 2),
+            ["2026-11-01 01:30-04:00", "2026-11-01 01:30-05:00"]
+        );
+        assert_eq!(
+            next("*/30 1 * * *", ny, DstPolicy::Vixie, from, 4),
+            [
+                "2026-11-01 01:00-04:00",
+                "2026-11-01 01:30-04:00",
+                "2026-11-01 01:00-05:00",
+                "2026-11-01 01:30-05:00"
+            ]
+        );
+        // Starting inside the repeated hour gives the same slots as starting before it.
+        let inside = at("2026-11-01T06:10:00Z"); // 01:10 EST, second pass
+        let s = Schedule::parse("*/30 1 * * *", ny).unwrap();
+        assert_eq!(
+            s.next_after(inside).unwrap().scheduled_at,
+            at("2026-11-01T06:30:00Z")
+        );
+        let fixed = Schedule::parse("0 1 * * *", ny).unwrap();
+        assert_eq!(
+            fixed.next_after(inside).unwrap().scheduled_at,
+            at("2026-11-02T06:00:00Z")
+        );
+    }
+
+    #[test]
+    fn gap_slots_landing_on_one_instant_fire_once() {
+        let s = Schedule::parse("0,30 2,3 * * *", "America/New_York").unwrap();
+        let slots: Vec<_> = s
+            .slots_after(at("2026-03-08T06:00:00Z"))
+            .take(3)
+            .map(|s| (s.scheduled_at, s.wall.time().to_string()))
+            .collect();
+        assert_eq!(
+            slots[0],
+            (at("2026-03-08T07:00:00Z"), "02:00:00".to_owned())
+        );
+        assert_eq!(
+            slots[1],
+            (at("2026-03-08T07:30:00Z"), "03:30:00".to_owned())
+        );
+    }
+
+    #[test]
+    fn apia_skipped_day_and_santiago_midnight() {
+        // Pacific/Apia skipped 2011-12-30 entirely.
+        let apia = next(
+            "0 12 * * *",
+            "Pacific/Apia",
+            DstPolicy::Vixie,
+            "2011-12-28T00:00:00Z",
+            3,
+        );
+        assert_eq!(
+            apia,
+            [
+                "2011-12-28 12:00-10:00",
+                "2011-12-29 12:00-10:00",
+                "2011-12-31 12:00+14:00"
+            ]
+        );
+        // America/Santiago: 2026-09-06 00:00 does not exist (clocks go 00:00 → 01:00).
+        let santiago = next(
+            "0 0 * * *",
+            "America/Santiago",
+            DstPolicy::Vixie,
+            "2026-09-05T12:00:00Z",
+            2,
+        );
+        assert_eq!(
+            santiago,
+            ["2026-09-06 01:00-03:00", "2026-09-07 00:00-03:00"]
+        );
+    }
+
+    #[test]
+    fn far_and_rare_dates() {
+        let s = Schedule::parse("0 0 29 2 *", "UTC").unwrap();
+        let slot = s
+            .next_after(Utc.with_ymd_and_hms(2097, 3, 1, 0, 0, 0).unwrap())
+            .unwrap();
+        // 2100 is not a leap year.
+        assert_eq!(slot.business_date().to_string(), "2104-02-29");
+        let end = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(s.next_after(end), None);
+    }
+
+    #[test]
+    fn fingerprint_is_stable_and_sensitive() {
+        let a = Schedule::parse("0 2 * * *", "Asia/Seoul").unwrap();
+        assert_eq!(a.fingerprint(), a.clone().fingerprint());
+        assert_ne!(
+            a.fingerprint(),
+            a.clone().with_dst(DstPolicy::Skip).fingerprint()
+        );
+        assert_ne!(
+            a.fingerprint(),
+            Schedule::parse("0 2 * * *", "Asia/Tokyo")
+                .unwrap()
+                .fingerprint()
+        );
+    }
+}

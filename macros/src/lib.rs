@@ -1,0 +1,1 @@
+//! The `#[scheduled]` attribute (placeholder while it is being written).
