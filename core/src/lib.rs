@@ -1,1 +1,73 @@
-//! placeholder
+//! slotguard runs scheduled jobs inside an application deployed as many replicas, and makes sure each
+//! scheduled slot of a job runs once across all of them, is recovered when its runner dies, and is
+//! recorded.
+//!
+//! ```no_run
+//! use slotguard::{scheduled, JobContext, Scheduler};
+//!
+//! #[scheduled("0 2 * * *", tz = "Asia/Seoul")]
+//! async fn daily_settlement(ctx: JobContext) -> Result<(), slotguard::JobError> {
+//!     println!("settling {} with key {}", ctx.business_date(), ctx.idempotency_key());
+//!     Ok(())
+//! }
+//!
+//! #[scheduled("*/5 * * * *", guard = local)]
+//! async fn expire_sessions() {}
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let scheduler = Scheduler::builder()
+//!         .jobs(slotguard::jobs![daily_settlement, expire_sessions])
+//!         .backend(slotguard::MemoryBackend::new())
+//!         .build()?; // fails fast: bad cron, unknown zone, duplicate name, lock-key collision
+//!     let handle = scheduler.start();
+//!     tokio::signal::ctrl_c().await?;
+//!     handle.shutdown().await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! - **Time** is explicit: every job has an IANA zone, a business date per slot and a named DST policy
+//!   ([`DstPolicy`]). Slots are computed from the schedule, never from "now", so every replica
+//!   derives the same slot.
+//! - **Guards** are chosen per job ([`GuardLevel`]): a per-process running flag, a cluster-wide lock,
+//!   and slot rows with attempts, heartbeats and fencing tokens.
+//! - **The runtime** keeps one timer for all jobs, never awaits a run in it, catches panics in job
+//!   bodies, and shuts down in two phases ([`SchedulerHandle::shutdown`]).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod clock;
+mod context;
+pub mod guard;
+mod handle;
+mod job;
+mod runtime;
+mod scheduler;
+mod state;
+pub mod store;
+
+pub use clock::{Clock, SystemClock, TokioClock};
+pub use context::JobContext;
+pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
+pub use handle::{SchedulerHandle, ShutdownReport};
+pub use job::{ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob};
+pub use scheduler::{
+    BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,
+    derive_lock_key,
+};
+pub use slotguard_cron::{
+    CronExpr, DstPolicy, Field, FieldError, ParseError, Schedule, ScheduleError, Slot, Tz,
+    UnknownDstPolicy, UnknownZone, parse_zone,
+};
+pub use slotguard_macros::scheduled;
+pub use state::MissingState;
+pub use store::memory::MemoryBackend;
+
+/// Re-exports for the code `#[scheduled]` generates. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::job::Registration;
+    pub use futures::future::BoxFuture;
+    pub use inventory;
+}

@@ -1,0 +1,83 @@
+//! `lock`: a cluster-wide lock per job, keyed from the scheduler's key registry.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::{Decision, Guard, GuardLevel, Permit, RunOutcome, SkipReason};
+use crate::runtime::Candidate;
+use crate::store::Backend;
+
+/// Lets a job in only while no other process holds its lock.
+pub(crate) struct LockGuard {
+    pub(crate) store: Arc<dyn Backend>,
+    pub(crate) owner: Arc<str>,
+}
+
+#[async_trait]
+impl Guard for LockGuard {
+    fn level(&self) -> GuardLevel {
+        GuardLevel::Lock
+    }
+
+    async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision> {
+        let keys: Vec<i64> = batch.iter().map(|c| c.job.lock_key).collect();
+        match self.store.try_lock(&self.owner, &keys).await {
+            Ok(leases) => leases
+                .into_iter()
+                .map(|lease| match lease {
+                    Some(lease) => Decision::Admit(Box::new(HeldLock {
+                        store: Arc::clone(&self.store),
+                        owner: Arc::clone(&self.owner),
+                        key: lease.key,
+                        lost: lease.lost,
+                        released: false,
+                    })),
+                    None => Decision::Skip(SkipReason::LockedElsewhere),
+                })
+                .collect(),
+            Err(e) => batch
+                .iter()
+                .map(|_| Decision::Skip(SkipReason::StoreUnavailable(e.to_string())))
+                .collect(),
+        }
+    }
+}
+
+struct HeldLock {
+    store: Arc<dyn Backend>,
+    owner: Arc<str>,
+    key: i64,
+    lost: CancellationToken,
+    released: bool,
+}
+
+#[async_trait]
+impl Permit for HeldLock {
+    fn loss(&self) -> Option<CancellationToken> {
+        Some(self.lost.clone())
+    }
+
+    async fn release(mut self: Box<Self>, _outcome: &RunOutcome) -> bool {
+        self.released = true;
+        if let Err(e) = self.store.unlock(&self.owner, &[self.key]).await {
+            // The store is gone; so is the session that held the lock, and with it the lock.
+            tracing::warn!(lock_key = self.key, error = %e, "unlock failed");
+        }
+        !self.lost.is_cancelled()
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        // Fallback for a run task that was torn down without releasing: unlock in the background.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (store, owner, key) = (Arc::clone(&self.store), Arc::clone(&self.owner), self.key);
+            rt.spawn(async move { store.unlock(&owner, &[key]).await });
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Guards: layers of exclusion in front of a job body, chosen per job from cheap to irrevocable.
+//!
+//! ```text
+//!            tick: slots due now, for every job
+//!                          │
+//!   ┌──────────────────────▼──────────────────────┐
+//!   │ local: per-process running flag             │  no overlap inside this process
+//!   │  ┌───────────────────────────────────────┐  │
+//!   │  │ lock: advisory lock on a held session │  │  no concurrent run in the cluster
+//!   │  │  ┌─────────────────────────────────┐  │  │
+//!   │  │  │ slot: claim the slot row        │  │  │  once per slot, history, recovery
+//!   │  │  │          job body               │  │  │
+//!   │  │  └─────────────────────────────────┘  │  │
+//!   │  └───────────────────────────────────────┘  │
+//!   └─────────────────────────────────────────────┘
+//! ```
+//!
+//! Layers are acquired outside in and released inside out. The cheapest layer runs first, so an overlap
+//! inside one process never costs a database round trip, and the slot row is claimed last, so a process
+//! never claims a slot it then cannot run. Each layer decides for the whole tick at once (one round trip
+//! for all the slots due in it), and holds its permit for exactly as long as the body runs.
+
+use std::fmt;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::Candidate;
+
+pub(crate) mod local;
+pub(crate) mod lock;
+pub(crate) mod slot;
+
+/// How much exclusion a job gets. Levels are cumulative: each includes the ones before it.
+///
+/// | level | chain | guarantee |
+/// |---|---|---|
+/// | `none` | job | nothing |
+/// | `local` | running flag | no overlap inside one process |
+/// | `lock` | flag → advisory lock | no concurrent run across the cluster; no history |
+/// | `slot` | flag → lock → slot row | each slot claimed once across the cluster, with history, recovery and retries |
+///
+/// The default is `slot` when the scheduler has a backend and `local` when it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GuardLevel {
+    /// No exclusion at all.
+    None,
+    /// A per-process running flag.
+    Local,
+    /// The flag and a cluster-wide lock.
+    Lock,
+    /// The flag, the lock and a slot row.
+    Slot,
+}
+
+impl GuardLevel {
+    /// The level's name as written in attributes and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GuardLevel::None => "none",
+            GuardLevel::Local => "local",
+            GuardLevel::Lock => "lock",
+            GuardLevel::Slot => "slot",
+        }
+    }
+}
+
+impl fmt::Display for GuardLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A guard level name that is not one of `none`, `local`, `lock`, `slot`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown guard level `{0}`: expected none, local, lock or slot")]
+pub struct UnknownGuardLevel(pub String);
+
+impl FromStr for GuardLevel {
+    type Err = UnknownGuardLevel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            GuardLevel::None,
+            GuardLevel::Local,
+            GuardLevel::Lock,
+            GuardLevel::Slot,
+        ]
+        .into_iter()
+        .find(|l| l.as_str() == s)
+        .ok_or_else(|| UnknownGuardLevel(s.chars().take(64).collect()))
+    }
+}
+
+/// Why a guard did not let a slot run. Recorded (where a store exists) and logged as
+/// `job_claim_skipped`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The job's previous run in this process is still going (`local`).
+    RunningHere,
+    /// Another process holds the job's lock (`lock`).
+    LockedElsewhere,
+    /// The slot row exists already: another process claimed it, or it has finished (`slot`).
+    AlreadyClaimed,
+    /// The scheduler is shutting down and claims nothing new.
+    ShuttingDown,
+    /// The store could not be reached; nothing was claimed.
+    StoreUnavailable(String),
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::RunningHere => {
+                f.write_str("previous run still in progress in this process")
+            }
+            SkipReason::LockedElsewhere => f.write_str("lock held by another process"),
+            SkipReason::AlreadyClaimed => f.write_str("slot already claimed"),
+            SkipReason::ShuttingDown => f.write_str("scheduler is shutting down"),
+            SkipReason::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
+        }
+    }
+}
+
+impl SkipReason {
+    /// A short, stable label for logs and metrics.
+    pub const fn label(&self) -> &'static str {
+        match self {
+            SkipReason::RunningHere => "running_here",
+            SkipReason::LockedElsewhere => "locked_elsewhere",
+            SkipReason::AlreadyClaimed => "already_claimed",
+            SkipReason::ShuttingDown => "shutting_down",
+            SkipReason::StoreUnavailable(_) => "store_unavailable",
+        }
+    }
+}
+
+/// A guard's answer for one candidate.
+pub(crate) enum Decision {
+    Admit(Box<dyn Permit>),
+    Skip(SkipReason),
+}
+
+/// How a run ended, as the guards see it when they release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The body returned `Ok`.
+    Succeeded,
+    /// The body returned an error or panicked.
+    Failed {
+        /// Whether a retry may help.
+        class: crate::ErrorClass,
+        /// The error, as text.
+        message: String,
+    },
+    /// The run was stopped before it finished (shutdown, lost ownership).
+    Abandoned {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl RunOutcome {
+    /// A short, stable label for logs, metrics and stores.
+    pub const fn label(&self) -> &'static str {
+        match self {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed { .. } => "failed",
+            RunOutcome::Abandoned { .. } => "abandoned",
+        }
+    }
+}
+
+/// What the run's context learns from the permits it holds.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RunInfo {
+    pub(crate) run_id: Option<i64>,
+    pub(crate) attempt: Option<u32>,
+    pub(crate) fencing_token: Option<i64>,
+}
+
+/// Held while the body runs; released inside out when it ends.
+#[async_trait]
+pub(crate) trait Permit: Send + Sync {
+    /// Adds what the job may see (run id, attempt, fencing token).
+    fn describe(&self, _info: &mut RunInfo) {}
+
+    /// A token cancelled when this layer loses its hold while the body runs.
+    fn loss(&self) -> Option<CancellationToken> {
+        None
+    }
+
+    /// Releases the layer. Returns `false` when the outcome was refused because ownership was lost.
+    /// Called exactly once on the normal path; `Drop` is the fallback.
+    async fn release(self: Box<Self>, outcome: &RunOutcome) -> bool;
+}
+
+/// One layer of the chain.
+#[async_trait]
+pub(crate) trait Guard: Send + Sync {
+    /// The lowest level that includes this layer.
+    fn level(&self) -> GuardLevel;
+
+    /// Decides for every candidate in one go; one decision per candidate, in order.
+    async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision>;
+}

@@ -1,0 +1,239 @@
+//! Jobs: a name, a schedule, a guard level and an async body.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use slotguard_cron::DstPolicy;
+
+use crate::context::JobContext;
+use crate::guard::GuardLevel;
+
+/// The body of a job, type-erased.
+pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
+
+/// What a job body returns, after conversion by [`IntoJobResult`].
+pub type JobResult = Result<(), JobError>;
+
+/// A job definition: what `#[scheduled]` produces, and what [`Job::new`] builds by hand.
+///
+/// Nothing is validated here; [`SchedulerBuilder::build`](crate::SchedulerBuilder::build) checks every
+/// job at start-up and names the job in its error.
+///
+/// ```
+/// use slotguard::{GuardLevel, Job, JobContext};
+///
+/// let job = Job::new("nightly_report", "0 3 * * *", |ctx: JobContext| async move {
+///     println!("report for {}", ctx.business_date());
+/// })
+/// .tz("Europe/Berlin")
+/// .guard(GuardLevel::Local);
+/// assert_eq!(job.name(), "nightly_report");
+/// ```
+#[derive(Clone)]
+pub struct Job {
+    pub(crate) name: String,
+    pub(crate) cron: String,
+    pub(crate) tz: Option<String>,
+    pub(crate) guard: Option<GuardLevel>,
+    pub(crate) dst: Option<DstPolicy>,
+    pub(crate) lock_key: Option<i64>,
+    pub(crate) handler: Handler,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("name", &self.name)
+            .field("cron", &self.cron)
+            .field("tz", &self.tz)
+            .field("guard", &self.guard)
+            .field("dst", &self.dst)
+            .field("lock_key", &self.lock_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Job {
+    /// A job that runs `body` on the cron expression `cron`.
+    ///
+    /// `body` takes the [`JobContext`] and returns anything that implements [`IntoJobResult`]: `()`, or a
+    /// `Result<(), E>` whose error converts into a [`JobError`] (any `std::error::Error`, `anyhow::Error`,
+    /// a `String`).
+    pub fn new<F, Fut>(name: impl Into<String>, cron: impl Into<String>, body: F) -> Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: IntoJobResult,
+    {
+        let handler: Handler = Arc::new(move |ctx| {
+            let fut = body(ctx);
+            Box::pin(async move { fut.await.into_job_result() })
+        });
+        Job {
+            name: name.into(),
+            cron: cron.into(),
+            tz: None,
+            guard: None,
+            dst: None,
+            lock_key: None,
+            handler,
+        }
+    }
+
+    /// The IANA zone the expression is read in (default: the scheduler's default zone, UTC unless set).
+    #[must_use]
+    pub fn tz(mut self, zone: impl Into<String>) -> Self {
+        self.tz = Some(zone.into());
+        self
+    }
+
+    /// The guard level (default: the scheduler's default level).
+    #[must_use]
+    pub fn guard(mut self, level: GuardLevel) -> Self {
+        self.guard = Some(level);
+        self
+    }
+
+    /// The DST policy (default: [`DstPolicy::Vixie`]).
+    #[must_use]
+    pub fn dst(mut self, policy: DstPolicy) -> Self {
+        self.dst = Some(policy);
+        self
+    }
+
+    /// An explicit advisory-lock key for the `lock` and `slot` levels, instead of the one derived from
+    /// the namespace and the job name.
+    #[must_use]
+    pub fn lock_key(mut self, key: i64) -> Self {
+        self.lock_key = Some(key);
+        self
+    }
+
+    /// The job's name: stable across deploys, it identifies the job's slots in every store.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cron expression as given.
+    pub fn cron(&self) -> &str {
+        &self.cron
+    }
+}
+
+/// Implemented by the type `#[scheduled]` generates next to each function, so that `jobs![f]` can name
+/// the job by the function's path.
+pub trait ScheduledJob {
+    /// The job definition.
+    fn job() -> Job;
+}
+
+/// Builds a `Vec<Job>` from `#[scheduled]` functions; the explicit alternative to
+/// [`SchedulerBuilder::discover`](crate::SchedulerBuilder::discover), and it always works.
+///
+/// ```ignore
+/// let scheduler = Scheduler::builder().jobs(jobs![daily_settlement, reports::weekly]).build()?;
+/// ```
+#[macro_export]
+macro_rules! jobs {
+    ($($job:path),* $(,)?) => {
+        ::std::vec![$(<$job as $crate::ScheduledJob>::job()),*]
+    };
+}
+
+/// Whether a failed run may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// Worth another attempt (the default).
+    Transient,
+    /// Configuration, authentication, validation: another attempt would fail the same way, so the run
+    /// goes straight to `dead` and waits for a person.
+    Permanent,
+}
+
+/// The error a job body ends with. Any error type converts into it with `?`; use
+/// [`JobError::permanent`] for failures a retry cannot fix.
+pub struct JobError {
+    class: ErrorClass,
+    source: Box<dyn StdError + Send + Sync>,
+}
+
+impl JobError {
+    /// A failure a retry may fix.
+    pub fn transient(err: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        JobError {
+            class: ErrorClass::Transient,
+            source: err.into(),
+        }
+    }
+
+    /// A failure a retry cannot fix: the run goes to `dead`.
+    pub fn permanent(err: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        JobError {
+            class: ErrorClass::Permanent,
+            source: err.into(),
+        }
+    }
+
+    /// Transient or permanent.
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// The underlying error.
+    pub fn source_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl<E: Into<Box<dyn StdError + Send + Sync>>> From<E> for JobError {
+    fn from(err: E) -> Self {
+        JobError::transient(err)
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobError")
+            .field("class", &self.class)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+/// What a job body may return: `()` or `Result<(), E>` with `E: Into<JobError>`.
+pub trait IntoJobResult {
+    /// Converts into the runtime's result.
+    fn into_job_result(self) -> JobResult;
+}
+
+impl IntoJobResult for () {
+    fn into_job_result(self) -> JobResult {
+        Ok(())
+    }
+}
+
+impl<E: Into<JobError>> IntoJobResult for Result<(), E> {
+    fn into_job_result(self) -> JobResult {
+        self.map_err(Into::into)
+    }
+}
+
+/// A job found by [`SchedulerBuilder::discover`](crate::SchedulerBuilder::discover): submitted by
+/// `#[scheduled]` through `inventory`.
+#[doc(hidden)]
+pub struct Registration(pub fn() -> Job);
+
+inventory::collect!(Registration);
+
+pub(crate) fn discovered() -> impl Iterator<Item = Job> {
+    inventory::iter::<Registration>.into_iter().map(|r| (r.0)())
+}

@@ -1,0 +1,329 @@
+//! The runtime: one timer for all jobs, the guard chain per tick, and the run of a job body.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use slotguard_cron::{Schedule, Slot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::clock::SharedClock;
+use crate::context::JobContext;
+use crate::guard::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
+use crate::job::{ErrorClass, Handler};
+use crate::state::StateMap;
+use crate::store::{ClaimRequest, SlotKey, Trigger};
+
+/// A validated job, as the runtime keeps it.
+pub(crate) struct JobEntry {
+    pub(crate) name: Arc<str>,
+    pub(crate) schedule: Schedule,
+    pub(crate) level: GuardLevel,
+    pub(crate) lock_key: i64,
+    pub(crate) running: AtomicBool,
+    pub(crate) handler: Handler,
+    pub(crate) stale_after: Duration,
+}
+
+/// A slot that fell due, on its way through the guard chain.
+pub(crate) struct Candidate {
+    pub(crate) job: Arc<JobEntry>,
+    pub(crate) slot: Slot,
+    pub(crate) trigger: Trigger,
+}
+
+impl Candidate {
+    pub(crate) fn claim_request(&self) -> ClaimRequest {
+        ClaimRequest {
+            key: SlotKey {
+                job: self.job.name.to_string(),
+                scheduled_at: self.slot.scheduled_at,
+                partition: String::new(),
+            },
+            trigger: self.trigger,
+            zone: self.slot.zone.name().to_owned(),
+            wall: self.slot.wall,
+            business_date: self.slot.business_date(),
+            fingerprint: self.job.schedule.fingerprint(),
+            stale_after: self.job.stale_after,
+        }
+    }
+}
+
+/// Everything the driver, the ticks and the runs share.
+pub(crate) struct Runtime {
+    pub(crate) jobs: Vec<Arc<JobEntry>>,
+    /// Outside in: local, lock, slot (those the scheduler has).
+    pub(crate) guards: Vec<Box<dyn Guard>>,
+    pub(crate) state: Arc<StateMap>,
+    pub(crate) clock: SharedClock,
+    pub(crate) owner: Arc<str>,
+    /// Phase one of shutdown: claim nothing new.
+    pub(crate) stop: CancellationToken,
+    /// Phase two: tell running jobs to stop.
+    pub(crate) cancel: CancellationToken,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) grace: Duration,
+    /// After `cancel`, how long a job body gets to return before it is dropped.
+    pub(crate) kill_after: Duration,
+    pub(crate) running: AtomicUsize,
+    pub(crate) abandoned: AtomicUsize,
+}
+
+/// The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
+/// due by then to a tick task, and never awaits a run.
+pub(crate) async fn drive(rt: Arc<Runtime>) {
+    let mut next: Vec<Option<Slot>> = Vec::with_capacity(rt.jobs.len());
+    let mut heap = BinaryHeap::with_capacity(rt.jobs.len());
+    let now = rt.clock.now();
+    for (i, job) in rt.jobs.iter().enumerate() {
+        let slot = job.schedule.next_after(now);
+        if let Some(slot) = slot {
+            heap.push(Reverse((slot.scheduled_at, i)));
+        }
+        next.push(slot);
+    }
+    loop {
+        let Some(&Reverse((due, _))) = heap.peek() else {
+            // No job will ever fire again (the calendar ran out); wait for shutdown.
+            rt.stop.cancelled().await;
+            return;
+        };
+        let wait = (due - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
+        if !wait.is_zero() {
+            tokio::select! {
+                () = rt.stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            // Re-read the clock: a wake-up is never trusted to be on time.
+            continue;
+        }
+        if rt.stop.is_cancelled() {
+            return;
+        }
+        let now = rt.clock.now();
+        let mut batch = Vec::new();
+        while let Some(&Reverse((due, i))) = heap.peek() {
+            if due > now {
+                break;
+            }
+            heap.pop();
+            let job = &rt.jobs[i];
+            let Some(slot) = next[i] else { continue };
+            let mut following = job.schedule.next_after(slot.scheduled_at);
+            if following.is_some_and(|f| f.scheduled_at <= now) {
+                // This process was not running its timer (suspended, starved): fire the latest due
+                // slot once rather than a burst. Catch-up policies decide about the rest.
+                tracing::warn!(
+                    event = "job_slots_missed",
+                    job = %job.name,
+                    from = %slot.scheduled_at,
+                    until = %now,
+                    "timer fell behind; slots in between were not fired"
+                );
+                following = job.schedule.next_after(now);
+            }
+            next[i] = following;
+            if let Some(f) = following {
+                heap.push(Reverse((f.scheduled_at, i)));
+            }
+            batch.push(Candidate {
+                job: Arc::clone(job),
+                slot,
+                trigger: Trigger::Schedule,
+            });
+        }
+        if !batch.is_empty() {
+            rt.tracker.spawn(tick(Arc::clone(&rt), batch));
+        }
+    }
+}
+
+/// Walks the slots of one tick through the guard chain, one batched call per layer, and spawns a run
+/// for each slot every layer admitted.
+pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
+    let mut held: Vec<(Candidate, Vec<Box<dyn Permit>>)> =
+        batch.into_iter().map(|c| (c, Vec::new())).collect();
+    for guard in &rt.guards {
+        if rt.stop.is_cancelled() {
+            for (candidate, permits) in held {
+                skip(&candidate, permits, &SkipReason::ShuttingDown).await;
+            }
+            return;
+        }
+        let indices: Vec<usize> = (0..held.len())
+            .filter(|&i| held[i].0.job.level >= guard.level())
+            .collect();
+        if indices.is_empty() {
+            continue;
+        }
+        let candidates: Vec<&Candidate> = indices.iter().map(|&i| &held[i].0).collect();
+        let decisions = guard.acquire(&candidates).await;
+        let mut refused = Vec::new();
+        for (&i, decision) in indices.iter().zip(decisions) {
+            match decision {
+                Decision::Admit(permit) => held[i].1.push(permit),
+                Decision::Skip(reason) => refused.push((i, reason)),
+            }
+        }
+        for (i, reason) in refused.into_iter().rev() {
+            let (candidate, permits) = held.swap_remove(i);
+            skip(&candidate, permits, &reason).await;
+        }
+    }
+    for (candidate, permits) in held {
+        rt.tracker
+            .spawn(execute(Arc::clone(&rt), candidate, permits));
+    }
+}
+
+async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &SkipReason) {
+    let job = &candidate.job.name;
+    let slot = candidate.slot.scheduled_at;
+    match reason {
+        SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {
+            tracing::debug!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
+        }
+        SkipReason::RunningHere | SkipReason::ShuttingDown => {
+            tracing::info!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
+        }
+        SkipReason::StoreUnavailable(_) => {
+            tracing::warn!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
+        }
+    }
+    let outcome = RunOutcome::Abandoned {
+        reason: reason.label().to_owned(),
+    };
+    release(permits, &outcome).await;
+}
+
+/// Releases permits inside out; `true` when every layer accepted the outcome.
+async fn release(permits: Vec<Box<dyn Permit>>, outcome: &RunOutcome) -> bool {
+    let mut accepted = true;
+    for permit in permits.into_iter().rev() {
+        accepted &= permit.release(outcome).await;
+    }
+    accepted
+}
+
+/// Runs one job body with its permits held, and records how it ended.
+async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Permit>>) {
+    let mut info = RunInfo::default();
+    for permit in &permits {
+        permit.describe(&mut info);
+    }
+    let losses: Vec<CancellationToken> = permits.iter().filter_map(|p| p.loss()).collect();
+    let stop = rt.cancel.child_token();
+    let lost = CancellationToken::new();
+    let job = &candidate.job;
+    let ctx = JobContext::new(
+        Arc::clone(&job.name),
+        candidate.slot,
+        candidate.trigger,
+        info.clone(),
+        Arc::clone(&rt.state),
+        stop.clone(),
+        lost.clone(),
+    );
+    let span = tracing::info_span!(
+        "job_run",
+        job = %job.name,
+        slot = %candidate.slot.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        trigger = candidate.trigger.as_str(),
+        attempt = info.attempt.unwrap_or(1),
+        run_id = info.run_id,
+        token = info.fencing_token,
+        owner = %rt.owner,
+        outcome = tracing::field::Empty,
+    );
+    rt.running.fetch_add(1, Ordering::AcqRel);
+    async {
+        tracing::info!(event = "job_started", level = %job.level, "job started");
+        let started = tokio::time::Instant::now();
+        let handler = Arc::clone(&job.handler);
+        let body = std::panic::catch_unwind(AssertUnwindSafe(move || handler(ctx)));
+        let result = match body {
+            Err(panic) => Some(Err(panic)),
+            Ok(body) => {
+                let mut body = AssertUnwindSafe(body).catch_unwind();
+                let run = async {
+                    tokio::select! {
+                        biased;
+                        result = &mut body => return Some(result),
+                        () = rt.cancel.cancelled() => {}
+                    }
+                    tokio::time::timeout(rt.kill_after, &mut body).await.ok()
+                };
+                let watch = async {
+                    wait_any(&losses).await;
+                    lost.cancel();
+                    stop.cancel();
+                    tracing::warn!(event = "job_ownership_lost", "lost ownership while running; telling the job to stop");
+                    std::future::pending::<()>().await;
+                };
+                tokio::select! {
+                    result = run => result,
+                    () = watch => None,
+                }
+            }
+        };
+        let shutting_down = rt.cancel.is_cancelled();
+        let outcome = match result {
+            Some(Ok(Ok(()))) => RunOutcome::Succeeded,
+            Some(Ok(Err(_)) | Err(_)) | None if shutting_down => RunOutcome::Abandoned {
+                reason: "shutdown".to_owned(),
+            },
+            Some(Ok(Err(e))) => RunOutcome::Failed {
+                class: e.class(),
+                message: e.to_string(),
+            },
+            Some(Err(panic)) => RunOutcome::Failed {
+                class: ErrorClass::Transient,
+                message: format!("panicked: {}", panic_message(panic.as_ref())),
+            },
+            None => RunOutcome::Abandoned {
+                reason: "lost".to_owned(),
+            },
+        };
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        tracing::Span::current().record("outcome", outcome.label());
+        let accepted = release(permits, &outcome).await;
+        match &outcome {
+            RunOutcome::Succeeded => {
+                tracing::info!(event = "job_succeeded", elapsed_ms, accepted, "job succeeded");
+            }
+            RunOutcome::Failed { class, message } => {
+                tracing::warn!(event = "job_failed", elapsed_ms, accepted, class = ?class, error = %message, "job failed");
+            }
+            RunOutcome::Abandoned { reason } => {
+                rt.abandoned.fetch_add(1, Ordering::AcqRel);
+                tracing::warn!(event = "job_abandoned", elapsed_ms, accepted, %reason, "job abandoned");
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    rt.running.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Completes when any token is cancelled; never, when there are none.
+async fn wait_any(tokens: &[CancellationToken]) {
+    if tokens.is_empty() {
+        return std::future::pending().await;
+    }
+    futures::future::select_all(tokens.iter().map(|t| Box::pin(t.cancelled()))).await;
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}

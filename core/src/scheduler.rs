@@ -1,0 +1,536 @@
+//! The builder that validates every job at start-up, and the scheduler it builds.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::time::Duration;
+
+use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Tz, UnknownZone, parse_zone};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::guard::local::LocalGuard;
+use crate::guard::lock::LockGuard;
+use crate::guard::slot::{Heartbeats, SlotGuard};
+use crate::guard::{Guard, GuardLevel};
+use crate::handle::SchedulerHandle;
+use crate::job::{self, Job};
+use crate::runtime::{JobEntry, Runtime};
+use crate::state::StateMap;
+use crate::store::Backend;
+
+/// The longest job name accepted, in characters.
+pub const MAX_JOB_NAME_CHARS: usize = 200;
+
+/// A scheduler with every job validated, ready to [`start`](Scheduler::start).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), slotguard::BuildError> {
+/// use slotguard::{Job, Scheduler};
+///
+/// let scheduler = Scheduler::builder()
+///     .job(Job::new("heartbeat", "*/10 * * * * *", || async {}))
+///     .build()?;
+/// let handle = scheduler.start();
+/// handle.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct Scheduler {
+    runtime: Arc<Runtime>,
+    backend: Option<Arc<dyn Backend>>,
+    heartbeats: Option<Arc<Heartbeats>>,
+    external: Option<CancellationToken>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("instance_id", &self.runtime.owner)
+            .field("jobs", &self.runtime.jobs.len())
+            .field("backend", &self.backend.as_ref().map(|b| b.name()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    /// A builder with no jobs, no backend, UTC as the default zone and a 30-second grace period.
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder::default()
+    }
+
+    /// The jobs, with their validated schedules and guard levels.
+    pub fn jobs(&self) -> impl Iterator<Item = JobInfo<'_>> {
+        self.runtime.jobs.iter().map(|j| JobInfo {
+            name: &j.name,
+            schedule: &j.schedule,
+            guard: j.level,
+            lock_key: j.lock_key,
+        })
+    }
+
+    /// This process's instance id: the owner recorded on its locks and attempts.
+    pub fn instance_id(&self) -> &str {
+        &self.runtime.owner
+    }
+
+    /// Starts the timer. Must be called inside a tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::spawn`.
+    pub fn start(self) -> SchedulerHandle {
+        let heartbeat_done = CancellationToken::new();
+        if let (Some(backend), Some(heartbeats)) = (self.backend, self.heartbeats) {
+            let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
+            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        }
+        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done);
+        self.runtime
+            .tracker
+            .spawn(crate::runtime::drive(Arc::clone(&self.runtime)));
+        if let Some(external) = self.external {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = external.cancelled() => { handle.shutdown().await; }
+                    () = handle.stopped() => {}
+                }
+            });
+        }
+        tracing::info!(
+            instance_id = %self.runtime.owner,
+            jobs = self.runtime.jobs.len(),
+            "scheduler started"
+        );
+        handle
+    }
+}
+
+/// A job as the scheduler validated it.
+#[derive(Debug, Clone, Copy)]
+pub struct JobInfo<'a> {
+    /// The job's name.
+    pub name: &'a str,
+    /// Expression, zone and DST policy.
+    pub schedule: &'a Schedule,
+    /// The guard level in force.
+    pub guard: GuardLevel,
+    /// The lock key from the registry (used at the `lock` and `slot` levels).
+    pub lock_key: i64,
+}
+
+/// Collects jobs and settings; [`build`](SchedulerBuilder::build) validates them all.
+#[must_use]
+pub struct SchedulerBuilder {
+    jobs: Vec<Job>,
+    discover: bool,
+    backend: Option<Arc<dyn Backend>>,
+    state: StateMap,
+    default_tz: Option<String>,
+    default_guard: Option<GuardLevel>,
+    default_dst: DstPolicy,
+    grace: Duration,
+    kill_after: Duration,
+    stale_after: Duration,
+    external: Option<CancellationToken>,
+    clock: SharedClock,
+    instance_id: Option<String>,
+    namespace: String,
+}
+
+impl Default for SchedulerBuilder {
+    fn default() -> Self {
+        SchedulerBuilder {
+            jobs: Vec::new(),
+            discover: false,
+            backend: None,
+            state: StateMap::default(),
+            default_tz: None,
+            default_guard: None,
+            default_dst: DstPolicy::default(),
+            grace: Duration::from_secs(30),
+            kill_after: Duration::from_secs(5),
+            stale_after: Duration::from_secs(30),
+            external: None,
+            clock: Arc::new(SystemClock),
+            instance_id: None,
+            namespace: "default".to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("jobs", &self.jobs)
+            .field("discover", &self.discover)
+            .field("backend", &self.backend.as_ref().map(|b| b.name()))
+            .field("default_tz", &self.default_tz)
+            .field("default_guard", &self.default_guard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulerBuilder {
+    /// Adds one job.
+    pub fn job(mut self, job: Job) -> Self {
+        self.jobs.push(job);
+        self
+    }
+
+    /// Adds jobs, for example `jobs![a, b]`.
+    pub fn jobs(mut self, jobs: impl IntoIterator<Item = Job>) -> Self {
+        self.jobs.extend(jobs);
+        self
+    }
+
+    /// Adds every `#[scheduled]` function linked into the binary. A function listed explicitly as well
+    /// is added once.
+    pub fn discover(mut self) -> Self {
+        self.discover = true;
+        self
+    }
+
+    /// The store for the `lock` and `slot` levels. With a backend the default level is `slot`.
+    pub fn backend(mut self, backend: impl Backend) -> Self {
+        self.backend = Some(Arc::new(backend));
+        self
+    }
+
+    /// Application state, looked up by type with [`JobContext::state`](crate::JobContext::state).
+    /// One value per type; a second call with the same type replaces the first.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// The zone for jobs that do not name one (default UTC).
+    pub fn default_tz(mut self, zone: impl Into<String>) -> Self {
+        self.default_tz = Some(zone.into());
+        self
+    }
+
+    /// The guard level for jobs that do not name one (default: `slot` with a backend, else `local`).
+    pub fn default_guard(mut self, level: GuardLevel) -> Self {
+        self.default_guard = Some(level);
+        self
+    }
+
+    /// The DST policy for jobs that do not name one (default `vixie`).
+    pub fn default_dst(mut self, policy: DstPolicy) -> Self {
+        self.default_dst = policy;
+        self
+    }
+
+    /// How long shutdown waits for running jobs before telling them to stop (default 30 s).
+    pub fn grace_period(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// After the grace period, how long a job gets to return once told to stop before it is dropped
+    /// and recorded `abandoned` (default 5 s).
+    pub fn kill_after(mut self, kill_after: Duration) -> Self {
+        self.kill_after = kill_after;
+        self
+    }
+
+    /// How old an attempt's heartbeat may grow (by the store's clock) before the attempt is treated as
+    /// abandoned and another process may take the slot over (default 30 s). Heartbeats are sent every
+    /// third of it.
+    pub fn stale_after(mut self, stale_after: Duration) -> Self {
+        self.stale_after = stale_after;
+        self
+    }
+
+    /// Shuts the scheduler down gracefully when `token` is cancelled: the application's own shutdown
+    /// signal.
+    pub fn cancellation_token(mut self, token: CancellationToken) -> Self {
+        self.external = Some(token);
+        self
+    }
+
+    /// The wall clock slots are computed from (default: the system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The owner recorded on this process's locks and attempts (default: `host:pid:random`).
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance_id = Some(id.into());
+        self
+    }
+
+    /// The namespace lock keys are derived from (default `default`): two applications sharing a
+    /// database give different namespaces so that their jobs' locks never collide.
+    pub fn lock_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Validates every job and setting.
+    ///
+    /// # Errors
+    /// A [`BuildError`] listing every problem found, each naming its job.
+    pub fn build(self) -> Result<Scheduler, BuildError> {
+        let mut problems = Vec::new();
+        let default_zone = match self.default_tz.as_deref().map(parse_zone).transpose() {
+            Ok(zone) => zone.unwrap_or(Tz::UTC),
+            Err(e) => {
+                problems.push(ConfigError::DefaultZone(e));
+                Tz::UTC
+            }
+        };
+        let default_level = self.default_guard.unwrap_or(if self.backend.is_some() {
+            GuardLevel::Slot
+        } else {
+            GuardLevel::Local
+        });
+        let mut jobs = self.jobs;
+        if self.discover {
+            for found in job::discovered() {
+                let listed = jobs
+                    .iter()
+                    .any(|j| j.name == found.name && Arc::ptr_eq(&j.handler, &found.handler));
+                if !listed {
+                    jobs.push(found);
+                }
+            }
+        }
+
+        let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
+        let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());
+        let mut keys: HashMap<i64, String> = HashMap::with_capacity(jobs.len());
+        for job in &jobs {
+            if let Err(reason) = check_name(&job.name) {
+                problems.push(ConfigError::InvalidName {
+                    job: shown(&job.name),
+                    reason,
+                });
+                continue;
+            }
+            if names.insert(&job.name, ()).is_some() {
+                problems.push(ConfigError::DuplicateName {
+                    job: job.name.clone(),
+                });
+                continue;
+            }
+            let zone = match job.tz.as_deref().map(parse_zone).transpose() {
+                Ok(zone) => zone.unwrap_or(default_zone),
+                Err(e) => {
+                    problems.push(ConfigError::Schedule {
+                        job: job.name.clone(),
+                        source: e.into(),
+                    });
+                    continue;
+                }
+            };
+            let expr = match job.cron.parse() {
+                Ok(expr) => expr,
+                Err(e) => {
+                    problems.push(ConfigError::Schedule {
+                        job: job.name.clone(),
+                        source: ScheduleError::Cron(e),
+                    });
+                    continue;
+                }
+            };
+            let level = job.guard.unwrap_or(default_level);
+            if level >= GuardLevel::Lock && self.backend.is_none() {
+                problems.push(ConfigError::NeedsBackend {
+                    job: job.name.clone(),
+                    level,
+                });
+                continue;
+            }
+            let lock_key = job
+                .lock_key
+                .unwrap_or_else(|| derive_lock_key(&self.namespace, &job.name));
+            if level >= GuardLevel::Lock {
+                if let Some(other) = keys.insert(lock_key, job.name.clone()) {
+                    problems.push(ConfigError::LockKeyCollision {
+                        key: lock_key,
+                        first: other,
+                        second: job.name.clone(),
+                    });
+                    continue;
+                }
+            }
+            entries.push(Arc::new(JobEntry {
+                name: Arc::from(job.name.as_str()),
+                schedule: Schedule::new(expr, zone, job.dst.unwrap_or(self.default_dst)),
+                level,
+                lock_key,
+                running: AtomicBool::new(false),
+                handler: Arc::clone(&job.handler),
+                stale_after: self.stale_after,
+            }));
+        }
+        if !problems.is_empty() {
+            return Err(BuildError { problems });
+        }
+
+        let owner: Arc<str> = Arc::from(self.instance_id.unwrap_or_else(default_instance_id));
+        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(LocalGuard)];
+        let mut heartbeats = None;
+        if let Some(backend) = &self.backend {
+            let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
+            guards.push(Box::new(LockGuard {
+                store: Arc::clone(backend),
+                owner: Arc::clone(&owner),
+            }));
+            guards.push(Box::new(SlotGuard {
+                store: Arc::clone(backend),
+                owner: Arc::clone(&owner),
+                heartbeats: Arc::clone(&beats),
+            }));
+            heartbeats = Some(beats);
+        }
+        let runtime = Runtime {
+            jobs: entries,
+            guards,
+            state: Arc::new(self.state),
+            clock: self.clock,
+            owner,
+            stop: CancellationToken::new(),
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            grace: self.grace,
+            kill_after: self.kill_after,
+            running: AtomicUsize::new(0),
+            abandoned: AtomicUsize::new(0),
+        };
+        Ok(Scheduler {
+            runtime: Arc::new(runtime),
+            backend: self.backend,
+            heartbeats,
+            external: self.external,
+        })
+    }
+}
+
+/// One or more jobs or settings were rejected by [`SchedulerBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct BuildError {
+    /// Every problem found, in the order the jobs were given.
+    pub problems: Vec<ConfigError>,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.problems.as_slice() {
+            [one] => write!(f, "{one}"),
+            many => {
+                write!(
+                    f,
+                    "{} problems in the scheduler's configuration:",
+                    many.len()
+                )?;
+                for p in many {
+                    write!(f, "\n  - {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One problem found by [`SchedulerBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The job's expression or zone is invalid.
+    #[error("job `{job}`: {source}")]
+    Schedule {
+        /// The job's name.
+        job: String,
+        /// What is wrong.
+        source: ScheduleError,
+    },
+    /// The job's name cannot be stored or shown safely.
+    #[error("job `{job}`: invalid name: {reason}")]
+    InvalidName {
+        /// The name, shortened and escaped.
+        job: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Two jobs share a name; names identify slots, so they must be unique.
+    #[error("job `{job}`: registered twice (job names must be unique)")]
+    DuplicateName {
+        /// The name.
+        job: String,
+    },
+    /// The job needs a store and the scheduler has none.
+    #[error("job `{job}`: guard level `{level}` needs a backend (SchedulerBuilder::backend)")]
+    NeedsBackend {
+        /// The job's name.
+        job: String,
+        /// Its level.
+        level: GuardLevel,
+    },
+    /// Two jobs would share a lock.
+    #[error("jobs `{first}` and `{second}` both use lock key {key}; give one an explicit lock_key")]
+    LockKeyCollision {
+        /// The key.
+        key: i64,
+        /// The job registered first.
+        first: String,
+        /// The job registered second.
+        second: String,
+    },
+    /// The default zone is invalid.
+    #[error("default zone: {0}")]
+    DefaultZone(UnknownZone),
+}
+
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.trim().is_empty() {
+        return Err("empty");
+    }
+    if name.chars().count() > MAX_JOB_NAME_CHARS {
+        return Err("longer than 200 characters");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains a control character (NUL, newline, ...)");
+    }
+    if name.contains(':') {
+        return Err("contains `:`, the separator of idempotency keys");
+    }
+    Ok(())
+}
+
+fn shown(name: &str) -> String {
+    let escaped: String = name.escape_debug().collect();
+    if escaped.chars().count() <= 64 {
+        escaped
+    } else {
+        let head: String = escaped.chars().take(64).collect();
+        format!("{head}… ({} characters)", name.chars().count())
+    }
+}
+
+/// The lock key of a job without an explicit one: FNV-1a 64 of `namespace/job`, stable across builds,
+/// platforms and Rust versions.
+pub fn derive_lock_key(namespace: &str, job: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in namespace.bytes().chain([b'/']).chain(job.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
+fn default_instance_id() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    let random = RandomState::new().hash_one(std::process::id()) & 0xffff;
+    format!("{host}:{}:{random:04x}", std::process::id())
+}

@@ -1,0 +1,340 @@
+//! An in-process backend: slot rows and locks in a mutex, with the same semantics as the database
+//! backends. For tests and single-process applications.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Backend, Claim, ClaimRequest, Lease, LockLease, LockStore, RunStatus, SlotKey, SlotStore,
+    StoreError, Trigger,
+};
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::guard::RunOutcome;
+
+/// The in-process backend. Clones share the same rows and locks, so several schedulers in one process
+/// (standing in for replicas) can race on it.
+///
+/// Its clock plays the database clock: staleness is judged by it, never by the caller's.
+#[derive(Debug, Clone)]
+pub struct MemoryBackend {
+    inner: Arc<Mutex<Inner>>,
+    clock: SharedClock,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    runs: HashMap<SlotKey, Run>,
+    next_run_id: i64,
+    next_token: i64,
+    locks: HashMap<i64, (String, CancellationToken)>,
+    unavailable: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Run {
+    id: i64,
+    status: RunStatus,
+    owner: String,
+    token: i64,
+    heartbeat_at: DateTime<Utc>,
+    stale_after: Duration,
+    trigger: Trigger,
+    business_date: NaiveDate,
+    attempts: Vec<AttemptRecord>,
+}
+
+/// One attempt of a run, as the memory backend recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// From 1.
+    pub attempt: u32,
+    /// The process that held it.
+    pub owner: String,
+    /// Its fencing token.
+    pub token: i64,
+    /// `running` until it ends.
+    pub status: RunStatus,
+    /// The error or the reason, when it did not succeed.
+    pub message: Option<String>,
+}
+
+/// A run, as the memory backend recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The slot.
+    pub key: SlotKey,
+    /// The run's id.
+    pub id: i64,
+    /// Its status.
+    pub status: RunStatus,
+    /// Why it exists.
+    pub trigger: Trigger,
+    /// The slot's business date.
+    pub business_date: NaiveDate,
+    /// The current fencing token.
+    pub token: i64,
+    /// Every attempt, in order.
+    pub attempts: Vec<AttemptRecord>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        MemoryBackend::new()
+    }
+}
+
+impl MemoryBackend {
+    /// An empty backend on the system clock.
+    pub fn new() -> Self {
+        MemoryBackend::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty backend judging staleness by `clock` (use a [`TokioClock`](crate::TokioClock) in paused
+    /// time).
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryBackend {
+            inner: Arc::default(),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the mutex cannot leave a half-written row: every write is a single
+        // assignment after all checks, so the data is usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check(&self, inner: &Inner) -> Result<(), StoreError> {
+        if inner.unavailable {
+            return Err(StoreError::Unavailable(
+                "memory backend switched off".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every run, ordered by job, slot and partition.
+    pub fn runs(&self) -> Vec<RunRecord> {
+        let inner = self.lock();
+        let mut runs: Vec<RunRecord> = inner
+            .runs
+            .iter()
+            .map(|(key, run)| RunRecord {
+                key: key.clone(),
+                id: run.id,
+                status: run.status,
+                trigger: run.trigger,
+                business_date: run.business_date,
+                token: run.token,
+                attempts: run.attempts.clone(),
+            })
+            .collect();
+        runs.sort_by(|a, b| a.key.cmp(&b.key));
+        runs
+    }
+
+    /// Simulates the store going away (`true`) and coming back (`false`): while away every call fails
+    /// with [`StoreError::Unavailable`].
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.lock().unavailable = unavailable;
+    }
+
+    /// Simulates the loss of a held lock (its database session died): the lock is released and its
+    /// holder's [`LockLease::lost`] is cancelled. Returns whether the key was held.
+    pub fn break_lock(&self, key: i64) -> bool {
+        match self.lock().locks.remove(&key) {
+            Some((_, lost)) => {
+                lost.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The owners of the locks currently held, by key.
+    pub fn lock_holders(&self) -> HashMap<i64, String> {
+        self.lock()
+            .locks
+            .iter()
+            .map(|(k, (owner, _))| (*k, owner.clone()))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SlotStore for MemoryBackend {
+    async fn claim(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+    ) -> Result<Vec<Claim>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            inner.next_token += 1;
+            let token = inner.next_token;
+            let claim = match inner.runs.get_mut(&request.key) {
+                Some(run) if run.status == RunStatus::Running && is_stale(run, now) => {
+                    if let Some(last) = run.attempts.last_mut() {
+                        last.status = RunStatus::Abandoned;
+                        last.message = Some("heartbeat expired".into());
+                    }
+                    run.token = token;
+                    run.owner = owner.to_owned();
+                    run.heartbeat_at = now;
+                    run.stale_after = request.stale_after;
+                    let attempt = run.attempts.len() as u32 + 1;
+                    run.attempts.push(running_attempt(attempt, owner, token));
+                    Claim::Won(Lease {
+                        run_id: run.id,
+                        attempt,
+                        token,
+                    })
+                }
+                Some(run) => Claim::Taken { status: run.status },
+                None => {
+                    inner.next_run_id += 1;
+                    let id = inner.next_run_id;
+                    inner.runs.insert(
+                        request.key.clone(),
+                        Run {
+                            id,
+                            status: RunStatus::Running,
+                            owner: owner.to_owned(),
+                            token,
+                            heartbeat_at: now,
+                            stale_after: request.stale_after,
+                            trigger: request.trigger,
+                            business_date: request.business_date,
+                            attempts: vec![running_attempt(1, owner, token)],
+                        },
+                    );
+                    Claim::Won(Lease {
+                        run_id: id,
+                        attempt: 1,
+                        token,
+                    })
+                }
+            };
+            answers.push(claim);
+        }
+        Ok(answers)
+    }
+
+    async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let mut held = Vec::with_capacity(tokens.len());
+        for run in inner.runs.values_mut() {
+            if run.status == RunStatus::Running && run.owner == owner && tokens.contains(&run.token)
+            {
+                run.heartbeat_at = now;
+                held.push(run.token);
+            }
+        }
+        Ok(held)
+    }
+
+    async fn finish(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        outcome: &RunOutcome,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let Some(run) = inner.runs.values_mut().find(|r| r.id == lease.run_id) else {
+            return Ok(false);
+        };
+        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
+            return Ok(false);
+        }
+        let (status, message) = match outcome {
+            RunOutcome::Succeeded => (RunStatus::Succeeded, None),
+            RunOutcome::Failed { class, message } => (
+                if *class == crate::ErrorClass::Permanent {
+                    RunStatus::Dead
+                } else {
+                    RunStatus::Failed
+                },
+                Some(message.clone()),
+            ),
+            RunOutcome::Abandoned { reason } => (RunStatus::Abandoned, Some(reason.clone())),
+        };
+        run.status = status;
+        if let Some(last) = run.attempts.last_mut() {
+            last.status = if status == RunStatus::Dead {
+                RunStatus::Failed
+            } else {
+                status
+            };
+            last.message = message;
+        }
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl LockStore for MemoryBackend {
+    async fn try_lock(
+        &self,
+        owner: &str,
+        keys: &[i64],
+    ) -> Result<Vec<Option<LockLease>>, StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        Ok(keys
+            .iter()
+            .map(|&key| {
+                if inner.locks.contains_key(&key) {
+                    return None;
+                }
+                let lost = CancellationToken::new();
+                inner.locks.insert(key, (owner.to_owned(), lost.clone()));
+                Some(LockLease { key, lost })
+            })
+            .collect())
+    }
+
+    async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        for key in keys {
+            if inner.locks.get(key).is_some_and(|(o, _)| o == owner) {
+                inner.locks.remove(key);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+}
+
+fn is_stale(run: &Run, now: DateTime<Utc>) -> bool {
+    let limit = chrono::Duration::from_std(run.stale_after).unwrap_or(chrono::Duration::MAX);
+    run.heartbeat_at
+        .checked_add_signed(limit)
+        .is_some_and(|deadline| deadline < now)
+}
+
+fn running_attempt(attempt: u32, owner: &str, token: i64) -> AttemptRecord {
+    AttemptRecord {
+        attempt,
+        owner: owner.to_owned(),
+        token,
+        status: RunStatus::Running,
+        message: None,
+    }
+}
