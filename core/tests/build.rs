@@ -1,0 +1,150 @@
+//! `build()` rejects every bad job with a typed error that names it, and never panics.
+
+use slotguard::{
+    BuildError, ConfigError, Field, GuardLevel, Job, JobContext, ParseError, ScheduleError,
+    Scheduler,
+};
+
+fn job(name: &str, cron: &str) -> Job {
+    Job::new(name, cron, |_ctx: JobContext| async {})
+}
+
+fn problems(builder: slotguard::SchedulerBuilder) -> Vec<ConfigError> {
+    match builder.build() {
+        Ok(_) => panic!("build should fail"),
+        Err(BuildError { problems }) => problems,
+    }
+}
+
+#[test]
+fn every_problem_is_listed_with_its_job() {
+    let found = problems(
+        Scheduler::builder()
+            .job(job("bad_minute", "61 * * * *"))
+            .job(job("bad_zone", "0 2 * * *").tz("Asia/Seol"))
+            .job(job("twice", "0 2 * * *"))
+            .job(job("twice", "0 3 * * *"))
+            .job(job("never", "0 0 30 2 *"))
+            .job(job("fine", "0 4 * * *")),
+    );
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(matches!(
+        &found[0],
+        ConfigError::Schedule { job, source: ScheduleError::Cron(ParseError::Field { field: Field::Minute, .. }) } if job == "bad_minute"
+    ));
+    assert_eq!(
+        found[1].to_string(),
+        "job `bad_zone`: unknown time zone `Asia/Seol`; did you mean `Asia/Seoul`?"
+    );
+    assert!(matches!(&found[2], ConfigError::DuplicateName { job } if job == "twice"));
+    assert!(matches!(
+        &found[3],
+        ConfigError::Schedule {
+            source: ScheduleError::Cron(ParseError::NeverFires(_)),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn field_counts_and_hostile_expressions() {
+    let many = vec!["*"; 200].join(" ");
+    let found = problems(
+        Scheduler::builder()
+            .job(job("zero", ""))
+            .job(job("four", "* * * *"))
+            .job(job("many", &many))
+            .job(job("nul", "0\0 * * * *"))
+            .job(job("long", &"9".repeat(10_000))),
+    );
+    assert_eq!(found.len(), 5);
+    assert!(found[0].to_string().contains("empty cron expression"));
+    assert!(found[1].to_string().contains("found 4"));
+    assert!(found[2].to_string().contains("found 200"));
+    assert!(found[3].to_string().contains("\\0"), "{}", found[3]);
+    assert!(found[4].to_string().len() < 300, "{}", found[4]);
+}
+
+#[test]
+fn hostile_names_are_rejected_readably() {
+    let long = "n".repeat(10_000);
+    let found = problems(
+        Scheduler::builder()
+            .job(job(&long, "* * * * *"))
+            .job(job("nul\0byte", "* * * * *"))
+            .job(job("", "* * * * *"))
+            .job(job("a:b", "* * * * *")),
+    );
+    assert_eq!(found.len(), 4);
+    for p in &found {
+        assert!(matches!(p, ConfigError::InvalidName { .. }), "{p:?}");
+        assert!(p.to_string().len() < 200, "{p}");
+    }
+    assert!(found[0].to_string().contains("10000 characters"));
+    assert!(found[1].to_string().contains("nul\\0byte"));
+    // SQL-looking and unicode names are fine: they are data.
+    let ok = Scheduler::builder()
+        .job(job("x'); DROP TABLE job_runs;--", "* * * * *"))
+        .job(job("정산-일일", "* * * * *"))
+        .build();
+    assert!(ok.is_ok());
+}
+
+#[test]
+fn lock_and_slot_need_a_backend_and_distinct_keys() {
+    let found = problems(
+        Scheduler::builder()
+            .job(job("needs_store", "* * * * *").guard(GuardLevel::Slot))
+            .job(job("local_is_fine", "* * * * *").guard(GuardLevel::Local)),
+    );
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].to_string(),
+        "job `needs_store`: guard level `slot` needs a backend (SchedulerBuilder::backend)"
+    );
+    let found = problems(
+        Scheduler::builder()
+            .backend(slotguard::MemoryBackend::new())
+            .job(job("a", "* * * * *").lock_key(42))
+            .job(job("b", "* * * * *").lock_key(42)),
+    );
+    assert!(matches!(
+        &found[0],
+        ConfigError::LockKeyCollision { key: 42, first, second } if first == "a" && second == "b"
+    ));
+}
+
+#[test]
+fn defaults_follow_the_backend() {
+    let without = Scheduler::builder()
+        .job(job("a", "* * * * *"))
+        .build()
+        .unwrap();
+    assert_eq!(without.jobs().next().unwrap().guard, GuardLevel::Local);
+    let with = Scheduler::builder()
+        .backend(slotguard::MemoryBackend::new())
+        .default_tz("Asia/Seoul")
+        .job(job("a", "* * * * *"))
+        .build()
+        .unwrap();
+    let info = with.jobs().next().unwrap();
+    assert_eq!(info.guard, GuardLevel::Slot);
+    assert_eq!(info.schedule.zone().name(), "Asia/Seoul");
+    assert_eq!(info.lock_key, slotguard::derive_lock_key("default", "a"));
+    let bad_default = problems(Scheduler::builder().default_tz("Mars/Olympus"));
+    assert!(matches!(bad_default[0], ConfigError::DefaultZone(_)));
+}
+
+#[test]
+fn derived_lock_keys_are_stable() {
+    // Pinned to FNV-1a 64 of "default/daily_settlement", computed independently: a change here would
+    // make two versions of a binary disagree on lock keys.
+    assert_eq!(
+        slotguard::derive_lock_key("default", "daily_settlement"),
+        4_074_187_381_539_163_826
+    );
+    assert_ne!(
+        slotguard::derive_lock_key("a", "job"),
+        slotguard::derive_lock_key("b", "job")
+    );
+}

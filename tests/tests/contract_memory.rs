@@ -1,0 +1,26 @@
+//! The backend contract against the memory backend, in paused time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slotguard::{MemoryBackend, TokioClock};
+use slotguard_tests as contract;
+
+fn backend() -> MemoryBackend {
+    MemoryBackend::with_clock(Arc::new(TokioClock::starting_at(chrono::Utc::now())))
+}
+
+#[tokio::test(start_paused = true)]
+async fn claims_are_exclusive() {
+    contract::claims_are_exclusive(&backend()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_are_fenced() {
+    contract::writes_are_fenced(&backend(), Duration::from_secs(2)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn locks_are_exclusive() {
+    contract::locks_are_exclusive(&backend()).await;
+}
