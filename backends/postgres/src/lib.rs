@@ -1,0 +1,1 @@
+//! The postgres backend of slotguard (being written).
