@@ -111,10 +111,17 @@ impl SchedulerHandle {
     /// A future for a server's graceful-shutdown hook: it waits for `signal`, then shuts the scheduler
     /// down and completes, so the server stops accepting requests once the jobs are done.
     ///
-    /// ```ignore
-    /// axum::serve(listener, app)
-    ///     .with_graceful_shutdown(handle.clone().shutdown_on(tokio::signal::ctrl_c()))
-    ///     .await?;
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let handle = slotguard::Scheduler::builder().build().unwrap().start();
+    /// let (stop, signal) = tokio::sync::oneshot::channel::<()>();
+    /// // With axum: axum::serve(listener, app).with_graceful_shutdown(on_signal).await
+    /// let on_signal = handle.clone().shutdown_on(async { let _ = signal.await; });
+    /// stop.send(()).unwrap();
+    /// on_signal.await;
+    /// handle.stopped().await; // already done
+    /// # }
     /// ```
     pub fn shutdown_on<F>(self, signal: F) -> impl Future<Output = ()> + Send + 'static
     where

@@ -133,8 +133,15 @@ pub trait ScheduledJob {
 /// Builds a `Vec<Job>` from `#[scheduled]` functions; the explicit alternative to
 /// [`SchedulerBuilder::discover`](crate::SchedulerBuilder::discover), and it always works.
 ///
-/// ```ignore
-/// let scheduler = Scheduler::builder().jobs(jobs![daily_settlement, reports::weekly]).build()?;
+/// ```
+/// use slotguard::{jobs, scheduled, Scheduler};
+///
+/// #[scheduled("0 3 * * *", tz = "Europe/Berlin")]
+/// async fn nightly_report() {}
+///
+/// let scheduler = Scheduler::builder().jobs(jobs![nightly_report]).build()?;
+/// assert_eq!(scheduler.jobs().next().unwrap().name, "nightly_report");
+/// # Ok::<(), slotguard::BuildError>(())
 /// ```
 #[macro_export]
 macro_rules! jobs {

@@ -37,6 +37,9 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Lets `#[scheduled]`, which names `::slotguard`, be used inside this crate's own tests and docs.
+extern crate self as slotguard;
+
 mod clock;
 mod context;
 pub mod guard;

@@ -32,7 +32,7 @@ pub const MAX_JOB_NAME_CHARS: usize = 200;
 /// use slotguard::{Job, Scheduler};
 ///
 /// let scheduler = Scheduler::builder()
-///     .job(Job::new("heartbeat", "*/10 * * * * *", || async {}))
+///     .job(Job::new("heartbeat", "*/10 * * * * *", |_| async {}))
 ///     .build()?;
 /// let handle = scheduler.start();
 /// handle.shutdown().await;

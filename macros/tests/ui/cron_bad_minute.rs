@@ -1,0 +1,6 @@
+use slotguard::scheduled;
+
+#[scheduled("61 * * * *")]
+async fn hourly() {}
+
+fn main() {}

@@ -1,0 +1,61 @@
+#![forbid(unsafe_code)]
+#![deny(warnings, missing_docs, unreachable_pub)]
+//! Every accepted form of `#[scheduled]`, compiled with the strictest lints a user might turn on.
+
+use slotguard::{JobContext, JobError, ScheduledJob, jobs, scheduled};
+
+/// Every argument.
+#[scheduled("0 2 * * *", tz = "Asia/Seoul", name = "daily-settlement", guard = slot, dst = skip, lock_key = 42)]
+pub async fn daily_settlement(ctx: JobContext) -> Result<(), JobError> {
+    let _ = ctx.business_date();
+    Ok(())
+}
+
+#[scheduled("*/5 * * * *", guard = local,)]
+async fn expire_sessions() {}
+
+#[scheduled("0 0 * * * *", dst = instant, guard = none, lock_key = -9223372036854775808)]
+async fn r#type(_: JobContext) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[scheduled("@daily", dst = vixie, guard = lock, tz = "UTC", lock_key = 0x7fi64)]
+async fn ctx() {}
+
+/// Gone with its function: no job, no registration, no error.
+#[scheduled("0 3 * * *")]
+#[cfg(any())]
+pub async fn compiled_out() {}
+
+/// Still a job; calling it from the generated code is not a deprecation warning.
+#[scheduled("0 4 * * *")]
+#[deprecated = "use `daily_settlement`"]
+pub async fn legacy() {}
+
+mod reports {
+    use slotguard::{JobContext, scheduled};
+
+    /// Weekly.
+    #[scheduled("0 6 * * MON", tz = "Europe/Berlin", dst = shift)]
+    pub(crate) async fn weekly(_ctx: JobContext) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn main() {
+    let jobs = jobs![
+        daily_settlement,
+        expire_sessions,
+        r#type,
+        ctx,
+        reports::weekly
+    ];
+    assert_eq!(jobs.len(), 5);
+    assert_eq!(<legacy as ScheduledJob>::job().name(), "legacy");
+    assert_eq!(<r#type as ScheduledJob>::job().name(), "type");
+    let _called = (daily_settlement, reports::weekly);
+    let _ = async {
+        expire_sessions().await;
+        ctx().await;
+    };
+}
