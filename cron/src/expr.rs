@@ -110,6 +110,10 @@ impl CronExpr {
         };
         let has_seconds = fields.len() == 6;
         let [min, hour, dom, month, dow] = [rest[0], rest[1], rest[2], rest[3], rest[4]];
+        // Fixed-time: no time field starts with `*` (5-field expressions have no seconds field).
+        let starred_time = starts_with_star(min)
+            || starts_with_star(hour)
+            || (has_seconds && starts_with_star(sec));
 
         let mut expr = CronExpr {
             seconds: parse_plain(Field::Second, sec)?,
@@ -126,9 +130,7 @@ impl CronExpr {
             dom_star: starts_with_star(dom),
             dow_star: starts_with_star(dow),
             has_seconds,
-            fixed_time: !starts_with_star(min)
-                && !starts_with_star(hour)
-                && !(has_seconds && starts_with_star(sec)),
+            fixed_time: !starred_time,
             source: trimmed.into(),
         };
         expr.parse_dom(dom)?;

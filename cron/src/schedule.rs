@@ -15,6 +15,9 @@ const LOOKBACK: i64 = 64 * 3600;
 /// cronie runs fixed-time jobs of a skipped hour at the transition only for gaps shorter than this.
 const VIXIE_MAX_GAP: i64 = 3 * 3600;
 const DAY: i64 = 86_400;
+/// The first and last instants chrono represents, in seconds.
+const MIN_INSTANT: i64 = DateTime::<Utc>::MIN_UTC.timestamp();
+const MAX_INSTANT: i64 = DateTime::<Utc>::MAX_UTC.timestamp();
 /// One Gregorian cycle and a little: past it, a pattern that did not match never will.
 const SEARCH_DAYS: u64 = 146_097 + 2;
 
@@ -147,24 +150,26 @@ impl Schedule {
     /// The search is bounded: it never looks further than one 400-year Gregorian cycle ahead.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
         let min_inst = after.timestamp().checked_add(1)?;
-        let offset = self.offset_at(min_inst)?;
-        let local_date = date_of(min_inst + offset)?;
+        let offset = self.offset_at(min_inst);
+        let local_date = date_of(min_inst + offset);
         // The common case: no transition anywhere near, so no earlier date can reach past `min_inst`
         // and the first date is regular.
-        let quiet = self.offset_at(min_inst - LOOKBACK)? == offset
-            && self.offset_at(day_start(local_date) + DAY + MAX_OFFSET)? == offset;
+        let quiet = self.offset_at(min_inst - LOOKBACK) == offset
+            && self.offset_at(day_start(local_date) + DAY + MAX_OFFSET) == offset;
         let mut date = if quiet {
             local_date
         } else {
-            date_of(min_inst - LOOKBACK)?.pred_opt()?
+            date_of(min_inst - LOOKBACK)
+                .pred_opt()
+                .unwrap_or(NaiveDate::MIN)
         };
-        let until = date.checked_add_days(Days::new(SEARCH_DAYS))?;
+        // Near the end of the calendar the search stops at its last day rather than not starting.
+        let until = date
+            .checked_add_days(Days::new(SEARCH_DAYS))
+            .unwrap_or(NaiveDate::MAX);
         let mut best: Option<(i64, i64)> = None;
         let mut previous: Option<(NaiveDate, Option<i64>)> = None;
-        loop {
-            let Some(next) = self.expr.next_date(date, until) else {
-                break;
-            };
+        while let Some(next) = self.expr.next_date(date, until) {
             date = next;
             let d0 = day_start(date);
             if let Some((instant, _)) = best {
@@ -180,15 +185,19 @@ impl Schedule {
             let regular = if quiet && date == local_date {
                 Some(offset)
             } else {
-                self.regular_offset(d0)?
+                self.regular_offset(d0)
             };
             let found = match regular {
                 Some(off) => self.first_between(d0, d0, d0 + DAY, off, min_inst),
-                None => self.first_on_irregular_date(d0, min_inst)?,
+                None => self.first_on_irregular_date(d0, min_inst),
             };
             best = earliest(best, found);
             previous = Some((date, regular));
-            date = date.succ_opt()?;
+            // The calendar's last day: what was found stands.
+            let Some(next) = date.succ_opt() else {
+                break;
+            };
+            date = next;
         }
         let (instant, wall) = best?;
         Some(Slot {
@@ -214,22 +223,28 @@ impl Schedule {
         }
     }
 
-    fn offset_at(&self, instant: i64) -> Option<i64> {
-        let utc = DateTime::from_timestamp(instant, 0)?.naive_utc();
-        Some(i64::from(
+    /// The zone's offset at `instant`. Beyond the instants chrono can represent, the offset at the
+    /// nearest one: the tz database has no transitions out there, and the searches look a few days
+    /// past the ends of the calendar.
+    fn offset_at(&self, instant: i64) -> i64 {
+        let clamped = instant.clamp(MIN_INSTANT, MAX_INSTANT);
+        let utc = DateTime::from_timestamp(clamped, 0)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+            .naive_utc();
+        i64::from(
             self.zone
                 .offset_from_utc_datetime(&utc)
                 .fix()
                 .local_minus_utc(),
-        ))
+        )
     }
 
     /// `Some(offset)` when no transition touches any instant whose wall time could fall on the day
     /// starting at wall second `d0`.
-    fn regular_offset(&self, d0: i64) -> Option<Option<i64>> {
-        let before = self.offset_at(d0 - MAX_OFFSET)?;
-        let after = self.offset_at(d0 + DAY + MAX_OFFSET)?;
-        Some((before == after).then_some(before))
+    fn regular_offset(&self, d0: i64) -> Option<i64> {
+        let before = self.offset_at(d0 - MAX_OFFSET);
+        let after = self.offset_at(d0 + DAY + MAX_OFFSET);
+        (before == after).then_some(before)
     }
 
     /// The first matching wall time in `[lo, hi)` on the day starting at `d0`, read with `offset`, whose
@@ -258,26 +273,26 @@ impl Schedule {
 
     /// A day touched by one or more transitions: split its wall times into runs read with one offset,
     /// and apply the DST policy to the gaps and overlaps between them.
-    fn first_on_irregular_date(&self, d0: i64, min_inst: i64) -> Option<Option<(i64, i64)>> {
+    fn first_on_irregular_date(&self, d0: i64, min_inst: i64) -> Option<(i64, i64)> {
         let (lo, hi) = (d0 - MAX_OFFSET, d0 + DAY + MAX_OFFSET);
-        let last_offset = self.offset_at(hi)?;
+        let last_offset = self.offset_at(hi);
         // offsets[i] holds between transitions[i - 1] and transitions[i].
         let mut transitions = [0i64; 4];
-        let mut offsets = [self.offset_at(lo)?; 5];
+        let mut offsets = [self.offset_at(lo); 5];
         let mut count = 0;
         let mut cursor = lo;
         while offsets[count] != last_offset && count < transitions.len() {
             let (mut a, mut b) = (cursor, hi);
             while b - a > 1 {
                 let mid = a + (b - a) / 2;
-                if self.offset_at(mid)? == offsets[count] {
+                if self.offset_at(mid) == offsets[count] {
                     a = mid;
                 } else {
                     b = mid;
                 }
             }
             transitions[count] = b;
-            offsets[count + 1] = self.offset_at(b)?;
+            offsets[count + 1] = self.offset_at(b);
             count += 1;
             cursor = b;
         }
@@ -311,7 +326,7 @@ impl Schedule {
                 self.first_between(d0, seg_lo, seg_hi, offset, min_inst),
             );
         }
-        Some(best)
+        best
     }
 
     /// The slot a gap yields under the policy: wall times `[t + before, t + after)` do not exist.
@@ -366,8 +381,10 @@ fn day_start(date: NaiveDate) -> i64 {
     date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp()
 }
 
-fn date_of(wall: i64) -> Option<NaiveDate> {
-    Some(DateTime::from_timestamp(wall, 0)?.date_naive())
+/// The date of wall second `wall`, clamped to the calendar.
+fn date_of(wall: i64) -> NaiveDate {
+    DateTime::from_timestamp(wall.clamp(MIN_INSTANT, MAX_INSTANT), 0)
+        .map_or(NaiveDate::MIN, |t| t.date_naive())
 }
 
 #[cfg(test)]
