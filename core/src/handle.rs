@@ -123,6 +123,8 @@ impl SchedulerHandle {
     /// handle.stopped().await; // already done
     /// # }
     /// ```
+    // Written out so the signature promises `Send + 'static`, which servers' shutdown hooks require.
+    #[allow(clippy::manual_async_fn)]
     pub fn shutdown_on<F>(self, signal: F) -> impl Future<Output = ()> + Send + 'static
     where
         F: Future + Send + 'static,

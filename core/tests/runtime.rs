@@ -26,10 +26,13 @@ async fn sleep(secs: f64) {
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
 }
 
+/// (job, slot) of every start.
+type Starts = Arc<Mutex<Vec<(String, DateTime<Utc>)>>>;
+
 /// Records every start, and the largest number of bodies running at once.
 #[derive(Clone, Default)]
 struct Ledger {
-    starts: Arc<Mutex<Vec<(String, DateTime<Utc>)>>>,
+    starts: Starts,
     running: Arc<AtomicUsize>,
     max_running: Arc<AtomicUsize>,
 }
