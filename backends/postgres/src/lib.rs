@@ -1,1 +1,588 @@
-//! The postgres backend of slotguard (being written).
+//! The PostgreSQL backend of slotguard: slot rows with fencing tokens, session advisory locks, and a
+//! registry of lock keys, in the library's own schema.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), slotguard_postgres::PgError> {
+//! use slotguard_postgres::PgBackend;
+//!
+//! // Connects, and migrates the `slotguard` schema (idempotent, safe with many starting replicas).
+//! let backend = PgBackend::connect("postgres://app:secret@db/app").await?;
+//!
+//! // Or, with options:
+//! let backend = PgBackend::builder("postgres://app:secret@db/app")
+//!     .schema("jobs")
+//!     .pool_size(4)
+//!     .connect()
+//!     .await?;
+//! # let _ = backend;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it stores
+//!
+//! Everything lives in one schema (default `slotguard`), migrated by the library itself into its own
+//! table `<schema>.migrations(version, description, applied_at)`; the application's own
+//! `sqlx::migrate!` never sees these migrations, nor they its. Tables:
+//!
+//! - `job_runs`: one row per slot, `UNIQUE(job_name, scheduled_at, partition_key)`, with status,
+//!   attempt, owner, fencing token, heartbeat, timestamps, error, zone, wall time, business date,
+//!   trigger and schedule fingerprint;
+//! - `job_run_attempts`: one row per attempt, `UNIQUE(run_id, attempt)`;
+//! - the sequence `fencing_tokens`;
+//! - `lock_keys`: which job of which application owns an advisory-lock key.
+//!
+//! Staleness of a heartbeat is always judged by the database clock (`now()`), never by a replica's.
+//!
+//! # Advisory locks and poolers
+//!
+//! Locks are PostgreSQL *session* advisory locks, held on one dedicated connection that is never
+//! returned to the pool, for as long as any lock is held (it stays open in between, so that a
+//! tick does not pay for a new connection). A liveness check runs on it every few seconds while
+//! locks are held; when the session is gone, every held [`LockLease::lost`] token is cancelled.
+//!
+//! Session locks do **not** survive a transaction-mode pooler (PgBouncer with
+//! `pool_mode = transaction`): each statement may run in a different server session, so a lock
+//! would be taken in one session and "released" in another. Point this backend at PostgreSQL
+//! directly or at a session-mode pool. The backend checks `pg_backend_pid()` across statements on
+//! the lock connection and refuses to lock ([`PgError::TransactionPooler`]) when it changes.
+//!
+//! [`LockLease::lost`]: slotguard::store::LockLease::lost
+
+mod error;
+mod inspect;
+mod locks;
+mod migrate;
+mod sql;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use slotguard::store::{
+    Backend, Claim, ClaimRequest, Lease, LockLease, LockStore, RunStatus, SlotStore, StoreError,
+};
+use slotguard::{ErrorClass, RunOutcome};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection, Row};
+use tokio_util::sync::CancellationToken;
+
+pub use error::PgError;
+pub use inspect::{AttemptRow, RunRow};
+
+use crate::error::redact_url;
+use crate::locks::{LockConfig, Locks};
+use crate::sql::{Statements, sql};
+
+/// The schema the backend uses unless told otherwise.
+pub const DEFAULT_SCHEMA: &str = "slotguard";
+
+/// The longest staleness threshold stored; longer ones are cut to it (a century is "never").
+const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`] and [`Backend`].
+///
+/// Cheap to clone; clones share the pool and the lock connection. When the last clone is dropped,
+/// the lock connection closes and the server releases its locks; call [`PgBackend::close`] to do
+/// that eagerly.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use slotguard::store::{LockStore, SlotStore};
+/// use slotguard_postgres::PgBackend;
+///
+/// let backend = PgBackend::builder(&std::env::var("DATABASE_URL")?)
+///     .pool_size(4)
+///     .connect()
+///     .await?;
+/// // Tell other binaries sharing the database which job owns which lock key.
+/// backend.register_lock_keys("billing", &[(42, "daily_settlement".into())]).await?;
+///
+/// if let Some(lease) = backend.try_lock("replica-1", &[42]).await?.remove(0) {
+///     // ... run, watching `lease.lost` ...
+///     backend.unlock("replica-1", &[lease.key]).await?;
+/// }
+/// for run in backend.runs(Some("daily_settlement")).await? {
+///     println!("{} {} attempt {}", run.key.scheduled_at, run.status, run.attempt);
+/// }
+/// backend.close().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PgBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    schema: String,
+    url: String,
+    statements: Statements,
+    locks: Arc<Locks>,
+    stop: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Fallback only: `close` is the eager path. Stopping the liveness task drops the lock
+        // connection, which ends the session and releases its locks on the server.
+        self.stop.cancel();
+    }
+}
+
+impl fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the connect options: they hold the password.
+        f.debug_struct("PgBackend")
+            .field("url", &self.inner.url)
+            .field("schema", &self.inner.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for [`PgBackend`]; made by [`PgBackend::builder`].
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct PgBackendBuilder {
+    url: String,
+    schema: String,
+    pool_size: u32,
+    connect_timeout: Duration,
+    liveness_interval: Duration,
+    liveness_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for PgBackendBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgBackendBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("liveness_interval", &self.liveness_interval)
+            .field("liveness_timeout", &self.liveness_timeout)
+            .finish()
+    }
+}
+
+impl PgBackendBuilder {
+    /// The schema for the library's tables and its migrations table (default `slotguard`): 1 to 63
+    /// characters of `a-z`, `0-9` and `_`, not starting with a digit. Created if missing.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The most connections the pool opens for slot rows (default 5). The lock connection comes on
+    /// top of these, and so does one short-lived connection for migrations at start-up.
+    pub fn pool_size(mut self, connections: u32) -> Self {
+        self.pool_size = connections.max(1);
+        self
+    }
+
+    /// How long to wait for a connection: to connect at start-up, to connect the lock session, and
+    /// to get one from the pool (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How often the lock connection is checked while locks are held (default 5 s). A dead session
+    /// is noticed, and its locks' `lost` tokens cancelled, within about this long.
+    pub fn lock_liveness_interval(mut self, interval: Duration) -> Self {
+        self.liveness_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long one liveness check may take before the session is judged dead (default: the
+    /// liveness interval, at most 5 s).
+    pub fn lock_liveness_timeout(mut self, timeout: Duration) -> Self {
+        self.liveness_timeout = Some(timeout);
+        self
+    }
+
+    /// Connects, migrates the schema, and starts the lock liveness check.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::InvalidSchema`], [`PgError::InvalidUrl`], [`PgError::Connect`] when the database
+    /// cannot be reached (the URL in the message has its password redacted), and
+    /// [`PgError::Migrate`] when a migration fails (it is rolled back).
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub async fn connect(self) -> Result<PgBackend, PgError> {
+        let url = redact_url(&self.url);
+        let quoted = sql::quote_schema(&self.schema)
+            .ok_or_else(|| PgError::InvalidSchema(self.schema.clone()))?;
+        let mut options =
+            PgConnectOptions::from_str(&self.url).map_err(|source| PgError::InvalidUrl {
+                url: url.clone(),
+                source,
+            })?;
+        let app = options
+            .get_application_name()
+            .unwrap_or("slotguard")
+            .to_owned();
+        options = options.application_name(&app);
+        let lock_options = options
+            .clone()
+            .application_name(&format!("{app} (slotguard locks)"));
+
+        let connect_err = |source| PgError::Connect {
+            url: url.clone(),
+            source,
+        };
+        let mut conn =
+            tokio::time::timeout(self.connect_timeout, PgConnection::connect_with(&options))
+                .await
+                .map_err(|_| connect_err(locks::timed_out("connecting")))?
+                .map_err(connect_err)?;
+        let applied = migrate::run(&mut conn, &self.schema, &quoted)
+            .await
+            .map_err(|f| PgError::Migrate {
+                url: url.clone(),
+                schema: self.schema.clone(),
+                version: f.version,
+                description: f.description,
+                source: f.source,
+            })?;
+        if !applied.is_empty() {
+            tracing::info!(schema = %self.schema, versions = ?applied, "slotguard schema migrated");
+        }
+        let _ = conn.close().await;
+
+        let pool = PgPoolOptions::new()
+            .max_connections(self.pool_size)
+            .acquire_timeout(self.connect_timeout)
+            .connect_lazy_with(options);
+        let locks = Locks::new(LockConfig {
+            options: lock_options,
+            url: url.clone(),
+            connect_timeout: self.connect_timeout,
+            liveness_interval: self.liveness_interval,
+            liveness_timeout: self
+                .liveness_timeout
+                .unwrap_or_else(|| self.liveness_interval.min(Duration::from_secs(5))),
+        });
+        let stop = CancellationToken::new();
+        locks.spawn_liveness(stop.clone());
+        Ok(PgBackend {
+            inner: Arc::new(Inner {
+                pool,
+                statements: Statements::new(&quoted),
+                schema: self.schema,
+                url,
+                locks,
+                stop,
+            }),
+        })
+    }
+}
+
+impl PgBackend {
+    /// Connects with the default options and migrates the `slotguard` schema. See
+    /// [`PgBackendBuilder::connect`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PgBackendBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<PgBackend, PgError> {
+        PgBackend::builder(url).connect().await
+    }
+
+    /// Options, starting from `url` (`postgres://user:password@host:port/database?...`).
+    pub fn builder(url: &str) -> PgBackendBuilder {
+        PgBackendBuilder {
+            url: url.to_owned(),
+            schema: DEFAULT_SCHEMA.to_owned(),
+            pool_size: 5,
+            connect_timeout: Duration::from_secs(10),
+            liveness_interval: Duration::from_secs(5),
+            liveness_timeout: None,
+        }
+    }
+
+    /// The schema holding the library's tables.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// The connection pool used for slot rows, for operators' own queries on the library's tables.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Records that `namespace` (an application) uses each advisory-lock key for the job named with
+    /// it, in one transaction. Registering a key again for the same job is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::LockKeyCollision`] when a key is registered to another job or another namespace;
+    /// nothing is registered then. [`PgError::Query`] when the database fails.
+    pub async fn register_lock_keys(
+        &self,
+        namespace: &str,
+        keys: &[(i64, String)],
+    ) -> Result<(), PgError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let st = &self.inner.statements;
+        let (lock_keys, jobs): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
+        let mut tx = self.inner.pool.begin().await?;
+        sqlx::query(sql(&st.register_keys))
+            .bind(namespace)
+            .bind(&lock_keys)
+            .bind(&jobs)
+            .execute(&mut *tx)
+            .await?;
+        // A new statement sees keys that concurrent registrations committed meanwhile.
+        let rows = sqlx::query(sql(&st.registered_keys))
+            .bind(&lock_keys)
+            .fetch_all(&mut *tx)
+            .await?;
+        for (key, job) in keys {
+            let Some(row) = rows
+                .iter()
+                .find(|r| r.try_get::<i64, _>("lock_key").ok() == Some(*key))
+            else {
+                return Err(PgError::UnexpectedValue {
+                    column: "lock_keys.lock_key",
+                    value: format!("{key} missing after registration"),
+                });
+            };
+            let registered_namespace: String = row.try_get("namespace")?;
+            let registered_job: String = row.try_get("job_name")?;
+            if registered_namespace != namespace || registered_job != *job {
+                // Dropping `tx` rolls back what this call inserted.
+                return Err(PgError::LockKeyCollision {
+                    key: *key,
+                    registered_namespace,
+                    registered_job,
+                    namespace: namespace.to_owned(),
+                    job: job.clone(),
+                });
+            }
+        }
+        sqlx::query(sql(&st.touch_keys))
+            .bind(&lock_keys)
+            .bind(namespace)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every run, or the runs of `job`, with their attempts, ordered by job, slot and partition.
+    ///
+    /// # Errors
+    ///
+    /// [`PgError::Query`] when the database fails; [`PgError::UnexpectedValue`] for a row this
+    /// release cannot read.
+    pub async fn runs(&self, job: Option<&str>) -> Result<Vec<RunRow>, PgError> {
+        let rows = sqlx::query(sql(&self.inner.statements.runs))
+            .bind(job)
+            .fetch_all(&self.inner.pool)
+            .await?;
+        inspect::fold_runs(rows)
+    }
+
+    /// The server process id of the lock session, while one is connected. With it an operator (or a
+    /// fault test) can find the session in `pg_stat_activity` or `pg_locks`.
+    pub async fn lock_session_pid(&self) -> Option<i32> {
+        self.inner.locks.session_pid().await
+    }
+
+    /// Releases every lock, closes the lock connection and the pool. Holders of locks still held
+    /// see their `lost` token cancelled. The backend (and its clones) cannot be used afterwards.
+    pub async fn close(&self) {
+        self.inner.stop.cancel();
+        self.inner.locks.close().await;
+        self.inner.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl SlotStore for PgBackend {
+    /// One statement for the whole batch; see the crate's `sql.rs` for how it stays exclusive under
+    /// concurrent claimers.
+    async fn claim(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+    ) -> Result<Vec<Claim>, StoreError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = requests.len();
+        let mut jobs = Vec::with_capacity(n);
+        let mut slots = Vec::with_capacity(n);
+        let mut partitions = Vec::with_capacity(n);
+        let mut triggers = Vec::with_capacity(n);
+        let mut zones = Vec::with_capacity(n);
+        let mut walls = Vec::with_capacity(n);
+        let mut dates = Vec::with_capacity(n);
+        let mut fingerprints = Vec::with_capacity(n);
+        let mut stale = Vec::with_capacity(n);
+        for r in requests {
+            jobs.push(r.key.job.as_str());
+            slots.push(r.key.scheduled_at);
+            partitions.push(r.key.partition.as_str());
+            triggers.push(r.trigger.as_str());
+            zones.push(r.zone.as_str());
+            walls.push(r.wall);
+            dates.push(r.business_date);
+            fingerprints.push(i64::from_ne_bytes(r.fingerprint.to_ne_bytes()));
+            stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
+        }
+        let rows = sqlx::query(sql(&self.inner.statements.claim))
+            .bind(owner)
+            .bind(&jobs)
+            .bind(&slots)
+            .bind(&partitions)
+            .bind(&triggers)
+            .bind(&zones)
+            .bind(&walls)
+            .bind(&dates)
+            .bind(&fingerprints)
+            .bind(&stale)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        if rows.len() != n {
+            return Err(StoreError::Rejected(format!(
+                "claim answered {} rows for {n} requests",
+                rows.len()
+            )));
+        }
+        rows.iter()
+            .map(|row| {
+                let run_id: Option<i64> = row.try_get("run_id").map_err(PgError::from)?;
+                Ok(match run_id {
+                    Some(run_id) => {
+                        let attempt: i32 = row.try_get("attempt").map_err(PgError::from)?;
+                        Claim::Won(Lease {
+                            run_id,
+                            attempt: u32::try_from(attempt).unwrap_or(0),
+                            token: row.try_get("token").map_err(PgError::from)?,
+                        })
+                    }
+                    None => {
+                        let seen: Option<String> =
+                            row.try_get("seen_status").map_err(PgError::from)?;
+                        Claim::Taken {
+                            status: match seen {
+                                Some(s) => inspect::parse_status(&s)?,
+                                // Inserted by a concurrent claim after this statement's snapshot;
+                                // claims insert `running`.
+                                None => RunStatus::Running,
+                            },
+                        }
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+
+    async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let held: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.heartbeat))
+            .bind(owner)
+            .bind(tokens)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(held)
+    }
+
+    async fn finish(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        outcome: &RunOutcome,
+    ) -> Result<bool, StoreError> {
+        let (run_status, attempt_status, class, message) = match outcome {
+            RunOutcome::Succeeded => (RunStatus::Succeeded, RunStatus::Succeeded, None, None),
+            RunOutcome::Failed { class, message } => {
+                let (run_status, class) = match class {
+                    ErrorClass::Permanent => (RunStatus::Dead, "permanent"),
+                    ErrorClass::Transient => (RunStatus::Failed, "transient"),
+                };
+                (
+                    run_status,
+                    RunStatus::Failed,
+                    Some(class),
+                    Some(message.as_str()),
+                )
+            }
+            RunOutcome::Abandoned { reason } => (
+                RunStatus::Abandoned,
+                RunStatus::Abandoned,
+                None,
+                Some(reason.as_str()),
+            ),
+        };
+        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
+            .bind(lease.run_id)
+            .bind(lease.token)
+            .bind(owner)
+            .bind(run_status.as_str())
+            .bind(attempt_status.as_str())
+            .bind(class)
+            .bind(message)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        if matched == 0 {
+            tracing::warn!(
+                run_id = lease.run_id,
+                attempt = lease.attempt,
+                token = lease.token,
+                owner,
+                outcome = outcome.label(),
+                "fenced write refused: the attempt no longer holds the run"
+            );
+        }
+        Ok(matched > 0)
+    }
+}
+
+#[async_trait]
+impl LockStore for PgBackend {
+    /// One statement for the keys this process does not hold yet; keys it holds (for any owner)
+    /// are `None` without asking the server, because session locks are re-entrant.
+    ///
+    /// Cancel safe: locks granted after the caller went away are released again.
+    async fn try_lock(
+        &self,
+        owner: &str,
+        keys: &[i64],
+    ) -> Result<Vec<Option<LockLease>>, StoreError> {
+        self.inner.locks.try_lock(owner, keys).await
+    }
+
+    /// Releases the keys `owner` holds, on the lock connection; other keys are left alone.
+    ///
+    /// Cancel safe: the release completes even if the caller goes away.
+    async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
+        self.inner.locks.unlock(owner, keys).await
+    }
+}
+
+impl Backend for PgBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,258 @@
+//! The backend's error type, and the redaction of connection URLs that go into it.
+
+use slotguard::store::StoreError;
+
+/// What can go wrong in the PostgreSQL backend.
+///
+/// Every variant that names the database carries the URL with its password replaced by `***`, so an
+/// error can be logged as it is.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgError {
+    /// The URL could not be parsed.
+    #[error("invalid PostgreSQL URL {url}: {source}")]
+    InvalidUrl {
+        /// The URL, password redacted.
+        url: String,
+        /// Why it was refused.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The database could not be reached, or refused the connection.
+    #[error("cannot connect to PostgreSQL at {url}: {source}")]
+    Connect {
+        /// The URL, password redacted.
+        url: String,
+        /// What the driver reported.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The schema name is not a plain lower-case SQL identifier.
+    #[error(
+        "invalid schema name {0:?}: use 1 to 63 characters of a-z, 0-9 and _, not starting with a digit"
+    )]
+    InvalidSchema(String),
+
+    /// A migration of the library's schema failed; the transaction was rolled back, so nothing of it
+    /// was applied.
+    #[error("migration {version} ({description}) of schema {schema} at {url} failed: {source}")]
+    Migrate {
+        /// The URL, password redacted.
+        url: String,
+        /// The library's schema.
+        schema: String,
+        /// The migration's number (0 while taking the migration lock or reading the applied versions).
+        version: i64,
+        /// The migration's description, or the step that failed.
+        description: &'static str,
+        /// What the database reported.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// Two statements on one connection ran in two different server sessions: a transaction-mode
+    /// pooler (PgBouncer `pool_mode = transaction`) sits between us and the database. Session
+    /// advisory locks cannot work through it; point the backend at the database directly or at a
+    /// session-mode pool.
+    #[error(
+        "session advisory locks need a dedicated server session, but {url} handed out backend {first} \
+         and then backend {second} on one connection: is a transaction-mode pooler (PgBouncer) in \
+         between? Connect to PostgreSQL directly or use session pooling"
+    )]
+    TransactionPooler {
+        /// The URL, password redacted.
+        url: String,
+        /// The server process id of the first statement.
+        first: i32,
+        /// The server process id of a later statement on the same connection.
+        second: i32,
+    },
+
+    /// A lock key is already registered to another job, in this or another application sharing the
+    /// database. Give one of the jobs an explicit key.
+    #[error(
+        "lock key {key} is registered to job {registered_job:?} of namespace {registered_namespace:?}, \
+         not to job {job:?} of namespace {namespace:?}: give one of them an explicit lock key"
+    )]
+    LockKeyCollision {
+        /// The key.
+        key: i64,
+        /// The namespace that registered it first.
+        registered_namespace: String,
+        /// The job that registered it first.
+        registered_job: String,
+        /// The namespace asking now.
+        namespace: String,
+        /// The job asking now.
+        job: String,
+    },
+
+    /// The database holds a value this version of the library does not know (a newer version wrote
+    /// it, or someone edited a row by hand).
+    #[error("unexpected value {value:?} in column {column}")]
+    UnexpectedValue {
+        /// The column.
+        column: &'static str,
+        /// The value.
+        value: String,
+    },
+
+    /// A query failed.
+    #[error("PostgreSQL query failed: {0}")]
+    Query(#[source] sqlx::Error),
+}
+
+impl PgError {
+    /// Whether the failure is about reaching the database (worth retrying later) rather than about
+    /// the request.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            PgError::Connect { .. } => true,
+            PgError::Query(e) | PgError::Migrate { source: e, .. } => is_unavailable(e),
+            _ => false,
+        }
+    }
+}
+
+impl From<sqlx::Error> for PgError {
+    fn from(e: sqlx::Error) -> Self {
+        PgError::Query(e)
+    }
+}
+
+impl From<PgError> for StoreError {
+    fn from(e: PgError) -> Self {
+        if e.is_unavailable() {
+            StoreError::Unavailable(e.to_string())
+        } else {
+            StoreError::Rejected(e.to_string())
+        }
+    }
+}
+
+/// Whether `e` means "the database could not do it now" (connection trouble, a shutdown, a
+/// deadlock or serialization failure that rolled the statement back) rather than "this request is
+/// wrong". In every such case the failed statement changed nothing.
+pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // 08: connection exception; 40: transaction rollback (serialization failure, deadlock);
+            // 53: insufficient resources; 57: operator intervention (admin shutdown,
+            // terminated backend, cannot connect now); 58: system error.
+            ["08", "40", "53", "57", "58"]
+                .iter()
+                .any(|class| code.starts_with(class))
+        }),
+        _ => false,
+    }
+}
+
+/// `url` with its password replaced by `***`: the one in the user-info part
+/// (`postgres://user:secret@host`) and any `password=` parameter. Safe to log.
+pub(crate) fn redact_url(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let rest = match url.find("://") {
+        Some(scheme_end) => {
+            let (scheme, after) = url.split_at(scheme_end + 3);
+            out.push_str(scheme);
+            // The authority ends at the first '/', '?' or '#'; the user info ends at its last '@'.
+            let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            let (authority, tail) = after.split_at(authority_end);
+            match authority.rfind('@') {
+                Some(at) => {
+                    let (userinfo, host) = authority.split_at(at);
+                    match userinfo.find(':') {
+                        Some(colon) => {
+                            out.push_str(&userinfo[..colon]);
+                            out.push_str(":***");
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            tail
+        }
+        None => url,
+    };
+    // `password=...` in the query string (`?password=x&...`) or in a key/value string
+    // (`host=h password=x`).
+    let mut remaining = rest;
+    while let Some(pos) = find_password_param(remaining) {
+        let value_start = pos + "password=".len();
+        out.push_str(&remaining[..value_start]);
+        out.push_str("***");
+        let after = &remaining[value_start..];
+        let value_end = after.find(['&', ' ', '#']).unwrap_or(after.len());
+        remaining = &after[value_end..];
+    }
+    out.push_str(remaining);
+    out
+}
+
+fn find_password_param(s: &str) -> Option<usize> {
+    let lower = s.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("password=") {
+        let pos = from + found;
+        // Only a whole parameter name: `?password=`, `&password=`, ` password=` or the start.
+        if pos == 0 || matches!(lower.as_bytes()[pos - 1], b'?' | b'&' | b' ') {
+            return Some(pos);
+        }
+        from = pos + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted() {
+        let cases = [
+            (
+                "postgres://app:s3cret@db.example:5432/prod",
+                "postgres://app:***@db.example:5432/prod",
+            ),
+            (
+                "postgresql://app:p%40ss@db/prod?sslmode=require",
+                "postgresql://app:***@db/prod?sslmode=require",
+            ),
+            ("postgres://app:a@b@db/prod", "postgres://app:***@db/prod"),
+            (
+                "postgres://postgres@127.0.0.1/test",
+                "postgres://postgres@127.0.0.1/test",
+            ),
+            ("postgres://127.0.0.1/test", "postgres://127.0.0.1/test"),
+            (
+                "postgres://db/prod?user=app&password=s3cret&sslmode=disable",
+                "postgres://db/prod?user=app&password=***&sslmode=disable",
+            ),
+            (
+                "postgres://db/prod?Password=s3cret",
+                "postgres://db/prod?Password=***",
+            ),
+            (
+                "host=db user=app password=s3cret dbname=prod",
+                "host=db user=app password=*** dbname=prod",
+            ),
+            (
+                "postgres://db/prod?mypassword=x",
+                "postgres://db/prod?mypassword=x",
+            ),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+}

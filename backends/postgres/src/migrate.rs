@@ -1,0 +1,150 @@
+//! The library's own migrations, in its own schema and its own migrations table.
+//!
+//! An application's `sqlx::migrate!` keeps its `_sqlx_migrations` table in its own schema; ours is
+//! `<schema>.migrations(version, description, applied_at)`, so neither ever sees the other's
+//! versions. Starting replicas race to migrate; a transaction-scoped advisory lock per schema
+//! serializes them, and the one that comes second finds everything applied.
+
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// One numbered migration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) description: &'static str,
+    /// The SQL, with `{schema}` standing for the schema's quoted name.
+    pub(crate) sql: &'static str,
+}
+
+/// Every migration, in order. Append only: an applied migration is never edited.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "slot rows",
+        sql: include_str!("../migrations/0001_slot_rows.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "lock keys",
+        sql: include_str!("../migrations/0002_lock_keys.sql"),
+    },
+];
+
+/// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);
+/// the second half is `hashtext(schema)`. The two-key form lives in a different lock space from the
+/// single `bigint` keys that jobs lock, so the two can never collide.
+const MIGRATION_LOCK_CLASS: i32 = 0x736c_6f74;
+
+/// Where a migration failed.
+#[derive(Debug)]
+pub(crate) struct MigrateFailure {
+    pub(crate) version: i64,
+    pub(crate) description: &'static str,
+    pub(crate) source: sqlx::Error,
+}
+
+fn at(version: i64, description: &'static str) -> impl FnOnce(sqlx::Error) -> MigrateFailure {
+    move |source| MigrateFailure {
+        version,
+        description,
+        source,
+    }
+}
+
+/// Applies every migration that `schema` lacks, in one transaction, under the schema's migration
+/// lock. Returns the versions applied now.
+pub(crate) async fn run(
+    conn: &mut PgConnection,
+    schema: &str,
+    quoted_schema: &str,
+) -> Result<Vec<i64>, MigrateFailure> {
+    let mut tx = conn.begin().await.map_err(at(0, "begin"))?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(MIGRATION_LOCK_CLASS)
+        .bind(schema)
+        .execute(&mut *tx)
+        .await
+        .map_err(at(0, "take the migration lock"))?;
+
+    // `CREATE SCHEMA IF NOT EXISTS` checks the CREATE privilege on the database even when the schema
+    // exists; look first so that a role which may only use an existing schema can start.
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(schema)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(at(0, "look up the schema"))?;
+    if !exists {
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {quoted_schema}")))
+            .execute(&mut *tx)
+            .await
+            .map_err(at(0, "create the schema"))?;
+    }
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS {quoted_schema}.migrations (
+             version     bigint      PRIMARY KEY,
+             description text        NOT NULL,
+             applied_at  timestamptz NOT NULL DEFAULT now()
+         )"
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(at(0, "create the migrations table"))?;
+
+    let applied: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT version FROM {quoted_schema}.migrations ORDER BY version"
+    )))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(at(0, "read the applied migrations"))?;
+
+    let mut now_applied = Vec::new();
+    for m in MIGRATIONS {
+        if applied.contains(&m.version) {
+            continue;
+        }
+        sqlx::raw_sql(AssertSqlSafe(m.sql.replace("{schema}", quoted_schema)))
+            .execute(&mut *tx)
+            .await
+            .map_err(at(m.version, m.description))?;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {quoted_schema}.migrations (version, description) VALUES ($1, $2)"
+        )))
+        .bind(m.version)
+        .bind(m.description)
+        .execute(&mut *tx)
+        .await
+        .map_err(at(m.version, m.description))?;
+        now_applied.push(m.version);
+    }
+    if let Some(newest) = applied.last().filter(|&&v| v > latest_version()) {
+        // A newer release migrated this schema. Its changes are additive by policy, so this release
+        // keeps working; say so, because a rollback of the binary is the usual cause.
+        tracing::warn!(
+            schema,
+            applied = newest,
+            known = latest_version(),
+            "the slotguard schema was migrated by a newer release"
+        );
+    }
+    tx.commit().await.map_err(at(0, "commit"))?;
+    Ok(now_applied)
+}
+
+/// The newest version this release knows.
+pub(crate) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn versions_are_numbered_in_order_and_name_the_schema() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(m.sql.contains("{schema}."), "{}", m.description);
+        }
+    }
+}

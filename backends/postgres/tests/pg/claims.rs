@@ -1,0 +1,483 @@
+//! Claims under concurrency, the outcome of finished runs, and names that try to be SQL.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use slotguard::store::{Claim, ClaimRequest, RunStatus, SlotStore};
+use slotguard::{ErrorClass, RunOutcome};
+use slotguard_tests::request;
+use sqlx::Row;
+use tokio::sync::Barrier;
+use tokio::task::JoinSet;
+
+use crate::common::{TestSchema, won};
+
+const CLAIMERS: usize = 8;
+const SLOTS: usize = 200;
+
+fn slots(job: &str, stale_after: Duration) -> Vec<ClaimRequest> {
+    (0..SLOTS)
+        .map(|i| {
+            let at = format!("2026-03-01T{:02}:{:02}:00Z", i / 60, i % 60);
+            request(job, &at, stale_after)
+        })
+        .collect()
+}
+
+/// Every claimer gets the slots in its own order (some reversed, some rotated) and in batches of its
+/// own size, so that batches overlap partially and in opposite orders.
+fn batches_for(claimer: usize, all: &[ClaimRequest]) -> Vec<Vec<ClaimRequest>> {
+    let mut mine = all.to_vec();
+    if claimer % 2 == 1 {
+        mine.reverse();
+    }
+    mine.rotate_left(claimer * 17 % SLOTS);
+    mine.chunks(7 + claimer * 9).map(<[_]>::to_vec).collect()
+}
+
+/// 8 replicas race for the same 200 slots: `(owner, job, slot) -> lease` for every win.
+async fn race(
+    schema: &TestSchema,
+    all: &[ClaimRequest],
+) -> HashMap<(String, chrono::DateTime<chrono::Utc>), Vec<(String, slotguard::store::Lease)>> {
+    let barrier = Arc::new(Barrier::new(CLAIMERS));
+    let mut set = JoinSet::new();
+    for claimer in 0..CLAIMERS {
+        let backend = schema
+            .builder()
+            .pool_size(1)
+            .connect()
+            .await
+            .expect("connect");
+        let batches = batches_for(claimer, all);
+        let barrier = Arc::clone(&barrier);
+        set.spawn(async move {
+            let owner = format!("replica-{claimer}");
+            barrier.wait().await;
+            let mut wins = Vec::new();
+            for batch in batches {
+                let answers = backend.claim(&owner, &batch).await.expect("claim");
+                assert_eq!(answers.len(), batch.len());
+                for (req, answer) in batch.iter().zip(answers) {
+                    if let Claim::Won(lease) = answer {
+                        wins.push((
+                            req.key.job.clone(),
+                            req.key.scheduled_at,
+                            owner.clone(),
+                            lease,
+                        ));
+                    }
+                }
+            }
+            backend.close().await;
+            wins
+        });
+    }
+    let mut by_slot: HashMap<_, Vec<_>> = HashMap::new();
+    while let Some(wins) = set.join_next().await {
+        for (job, at, owner, lease) in wins.expect("claimer panicked") {
+            by_slot.entry((job, at)).or_default().push((owner, lease));
+        }
+    }
+    by_slot
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_claimers_win_each_of_200_slots_exactly_once() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let all = slots("race", Duration::from_secs(60));
+
+    let started = Instant::now();
+    let by_slot = race(&schema, &all).await;
+    eprintln!("8 x 200 claims in {:?}", started.elapsed());
+    assert_eq!(by_slot.len(), SLOTS, "every slot was won");
+    for (slot, wins) in &by_slot {
+        assert_eq!(wins.len(), 1, "{slot:?} won by {wins:?}");
+        assert_eq!(wins[0].1.attempt, 1);
+    }
+    let mut tokens: Vec<i64> = by_slot.values().map(|w| w[0].1.token).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), SLOTS, "tokens are unique");
+
+    // The rows agree with the answers: one run and one attempt per slot, held by the winner.
+    let runs = backend.runs(Some("race")).await.expect("runs");
+    assert_eq!(runs.len(), SLOTS);
+    for run in &runs {
+        let (owner, lease) = &by_slot[&(run.key.job.clone(), run.key.scheduled_at)][0];
+        assert_eq!(run.status, RunStatus::Running);
+        assert_eq!(run.owner.as_ref(), Some(owner));
+        assert_eq!(
+            (run.id, run.token, run.attempt),
+            (lease.run_id, lease.token, 1)
+        );
+        assert_eq!(run.attempts.len(), 1);
+        assert_eq!(run.attempts[0].owner, *owner);
+    }
+    backend.close().await;
+}
+
+/// The same race on 200 abandoned rows: the re-claim path (`FOR UPDATE SKIP LOCKED`) gives each
+/// stale row to exactly one claimer, as attempt 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_claimers_recover_each_of_200_stale_slots_exactly_once() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let ghost: Vec<ClaimRequest> = slots("recover", Duration::from_millis(1));
+    let first = backend.claim("ghost", &ghost).await.expect("claim");
+    assert!(first.iter().all(|c| matches!(c, Claim::Won(_))));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let all = slots("recover", Duration::from_secs(60));
+    let by_slot = race(&schema, &all).await;
+    assert_eq!(by_slot.len(), SLOTS, "every stale slot was recovered");
+    for (slot, wins) in &by_slot {
+        assert_eq!(wins.len(), 1, "{slot:?} recovered by {wins:?}");
+        assert_eq!(wins[0].1.attempt, 2);
+    }
+    for run in backend.runs(Some("recover")).await.expect("runs") {
+        assert_eq!(run.attempt, 2);
+        assert_eq!(run.stale_after, Duration::from_secs(60));
+        let statuses: Vec<_> = run.attempts.iter().map(|a| (a.attempt, a.status)).collect();
+        assert_eq!(
+            statuses,
+            [(1, RunStatus::Abandoned), (2, RunStatus::Running)]
+        );
+        assert_eq!(run.attempts[0].owner, "ghost");
+        assert!(run.attempts[1].token > run.attempts[0].token);
+    }
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_map_to_statuses_and_later_claims_see_them() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let stale = Duration::from_secs(60);
+    let batch = [
+        request("outcome", "2026-01-01T00:00:00Z", stale),
+        request("outcome", "2026-01-01T00:01:00Z", stale),
+        request("outcome", "2026-01-01T00:02:00Z", stale),
+        request("outcome", "2026-01-01T00:03:00Z", stale),
+    ];
+    let leases: Vec<_> = backend
+        .claim("me", &batch)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+        .collect();
+    let outcomes = [
+        RunOutcome::Succeeded,
+        RunOutcome::Failed {
+            class: ErrorClass::Transient,
+            message: "timeout talking to the bank".into(),
+        },
+        RunOutcome::Failed {
+            class: ErrorClass::Permanent,
+            message: "bad credentials".into(),
+        },
+        RunOutcome::Abandoned {
+            reason: "shutdown".into(),
+        },
+    ];
+    // Someone else, or a wrong token, cannot write.
+    assert!(
+        !backend
+            .finish("other", &leases[0], &outcomes[0])
+            .await
+            .expect("finish")
+    );
+    let mut forged = leases[0];
+    forged.token += 1_000_000;
+    assert!(
+        !backend
+            .finish("me", &forged, &outcomes[0])
+            .await
+            .expect("finish")
+    );
+    for (lease, outcome) in leases.iter().zip(&outcomes) {
+        assert!(backend.finish("me", lease, outcome).await.expect("finish"));
+    }
+    // Heartbeats no longer hold finished runs.
+    let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+    assert!(
+        backend
+            .heartbeat("me", &tokens)
+            .await
+            .expect("heartbeat")
+            .is_empty()
+    );
+
+    let runs = backend.runs(Some("outcome")).await.expect("runs");
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.status,
+                r.error_class.as_deref(),
+                r.error_message.as_deref(),
+                r.attempts[0].status,
+                r.attempts[0].message.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (RunStatus::Succeeded, None, None, RunStatus::Succeeded, None),
+            (
+                RunStatus::Failed,
+                Some("transient"),
+                Some("timeout talking to the bank"),
+                RunStatus::Failed,
+                Some("timeout talking to the bank")
+            ),
+            (
+                RunStatus::Dead,
+                Some("permanent"),
+                Some("bad credentials"),
+                RunStatus::Failed,
+                Some("bad credentials")
+            ),
+            (
+                RunStatus::Abandoned,
+                None,
+                Some("shutdown"),
+                RunStatus::Abandoned,
+                Some("shutdown")
+            ),
+        ]
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r.finished_at.is_some() && r.attempts[0].finished_at.is_some())
+    );
+
+    // A later claim of the same slots is refused and says why.
+    let again = backend.claim("me", &batch).await.expect("claim");
+    let statuses: Vec<_> = again
+        .iter()
+        .map(|c| match c {
+            Claim::Taken { status } => *status,
+            Claim::Won(l) => panic!("won a finished slot: {l:?}"),
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            RunStatus::Succeeded,
+            RunStatus::Failed,
+            RunStatus::Dead,
+            RunStatus::Abandoned
+        ]
+    );
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_in_order_and_wins_a_repeated_slot_once() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let stale = Duration::from_secs(60);
+    let taken = request("order", "2026-01-01T00:00:00Z", stale);
+    backend
+        .claim("early", std::slice::from_ref(&taken))
+        .await
+        .expect("claim");
+
+    let batch = [
+        request("order", "2026-01-01T00:05:00Z", stale),
+        taken.clone(),
+        request("order", "2026-01-01T00:01:00Z", stale),
+        request("order", "2026-01-01T00:05:00Z", stale),
+    ];
+    let answers = backend.claim("late", &batch).await.expect("claim");
+    assert!(matches!(answers[0], Claim::Won(_)), "{answers:?}");
+    assert_eq!(
+        answers[1],
+        Claim::Taken {
+            status: RunStatus::Running
+        }
+    );
+    assert!(matches!(answers[2], Claim::Won(_)), "{answers:?}");
+    assert_eq!(
+        answers[3],
+        Claim::Taken {
+            status: RunStatus::Running
+        }
+    );
+    // Tokens follow the batch's order, not the slots' order.
+    assert!(won(&answers[0]).token < won(&answers[2]).token);
+
+    // Heartbeats answer with exactly the tokens still held.
+    let held = [won(&answers[0]).token, won(&answers[2]).token];
+    let mut beat = backend
+        .heartbeat("late", &[held[0], held[1], held[1] + 999_999])
+        .await
+        .expect("heartbeat");
+    beat.sort_unstable();
+    assert_eq!(beat, held);
+    assert!(backend.claim("x", &[]).await.expect("claim").is_empty());
+    assert!(
+        backend
+            .heartbeat("x", &[])
+            .await
+            .expect("heartbeat")
+            .is_empty()
+    );
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_are_parameters_and_round_trip_verbatim() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let stale = Duration::from_secs(60);
+    let long: String = "정산🚀".chars().cycle().take(200).collect();
+    let names = [
+        "x'); DROP TABLE job_runs;--".to_owned(),
+        format!("\"; DROP SCHEMA {} CASCADE; --", schema.name),
+        "Robert'); DELETE FROM job_run_attempts WHERE ('1'='1".to_owned(),
+        "정산_日次_🚀 \u{0301}\u{200b}".to_owned(),
+        "$1 $$ \\ % _ \t\n".to_owned(),
+        long,
+    ];
+    let mut requests = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let mut req = request(name, "2026-01-01T00:00:00Z", stale);
+        req.key.partition = format!("p'{i}; DROP TABLE lock_keys;--");
+        req.zone = "Asia/Seoul'--".to_owned();
+        requests.push(req);
+    }
+    let answers = backend
+        .claim("owner'); --", &requests)
+        .await
+        .expect("claim");
+    for answer in &answers {
+        let lease = won(answer);
+        assert!(
+            backend
+                .finish("owner'); --", &lease, &RunOutcome::Succeeded)
+                .await
+                .expect("finish")
+        );
+    }
+    for (i, name) in names.iter().enumerate() {
+        let runs = backend.runs(Some(name)).await.expect("runs");
+        assert_eq!(runs.len(), 1, "{name}");
+        assert_eq!(runs[0].key.job, *name);
+        assert_eq!(
+            runs[0].key.partition,
+            format!("p'{i}; DROP TABLE lock_keys;--")
+        );
+        assert_eq!(runs[0].zone, "Asia/Seoul'--");
+        assert_eq!(runs[0].owner.as_deref(), Some("owner'); --"));
+        assert_eq!(runs[0].status, RunStatus::Succeeded);
+    }
+    assert_eq!(names[5].chars().count(), 200);
+
+    let keys: Vec<(i64, String)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (1_000 + i as i64, n.clone()))
+        .collect();
+    backend
+        .register_lock_keys("ns'); DROP TABLE lock_keys;--", &keys)
+        .await
+        .expect("register");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT lock_key, namespace, job_name FROM \"{}\".lock_keys ORDER BY lock_key",
+        schema.name
+    )))
+    .fetch_all(backend.pool())
+    .await
+    .expect("lock_keys");
+    let stored: Vec<(i64, String, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let want: Vec<_> = keys
+        .iter()
+        .map(|(k, n)| (*k, "ns'); DROP TABLE lock_keys;--".to_owned(), n.clone()))
+        .collect();
+    assert_eq!(stored, want);
+
+    // Every table is still there.
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&schema.name)
+    .fetch_one(backend.pool())
+    .await
+    .expect("tables");
+    assert_eq!(
+        tables, 4,
+        "job_runs, job_run_attempts, lock_keys, migrations"
+    );
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_keys_cannot_collide_silently() {
+    let schema = TestSchema::new();
+    let billing = schema.backend().await;
+    let reports = schema.backend().await;
+    billing
+        .register_lock_keys("billing", &[(1, "settle".into()), (2, "invoice".into())])
+        .await
+        .expect("register");
+    // Again, from another replica of the same application: fine.
+    reports
+        .register_lock_keys("billing", &[(1, "settle".into()), (2, "invoice".into())])
+        .await
+        .expect("register again");
+
+    // Another application wants key 2 (and a fresh key 3): refused, and key 3 is not registered.
+    let err = reports
+        .register_lock_keys("reports", &[(3, "weekly".into()), (2, "monthly".into())])
+        .await
+        .expect_err("collision");
+    match &err {
+        slotguard_postgres::PgError::LockKeyCollision {
+            key,
+            registered_namespace,
+            registered_job,
+            namespace,
+            job,
+        } => {
+            assert_eq!(*key, 2);
+            assert_eq!(
+                (registered_namespace.as_str(), registered_job.as_str()),
+                ("billing", "invoice")
+            );
+            assert_eq!((namespace.as_str(), job.as_str()), ("reports", "monthly"));
+        }
+        other => panic!("expected a collision, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("lock key 2") && text.contains("invoice") && text.contains("monthly"),
+        "{text}"
+    );
+    let three: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM \"{}\".lock_keys WHERE lock_key = 3",
+        schema.name
+    )))
+    .fetch_one(reports.pool())
+    .await
+    .expect("count");
+    assert_eq!(three, 0, "a refused registration registers nothing");
+
+    // The same application, another job on the same key: refused too.
+    assert!(matches!(
+        billing
+            .register_lock_keys("billing", &[(1, "other".into())])
+            .await,
+        Err(slotguard_postgres::PgError::LockKeyCollision { key: 1, .. })
+    ));
+    billing.close().await;
+    reports.close().await;
+}

@@ -1,0 +1,60 @@
+//! Connection errors name the server, never the password.
+
+use std::time::Duration;
+
+use slotguard::store::StoreError;
+use slotguard_postgres::{PgBackend, PgError};
+
+const SECRET: &str = "hunter2-s3cret";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_is_redacted_from_connect_errors() {
+    // Nothing listens on port 1.
+    let url = format!("postgres://app:{SECRET}@127.0.0.1:1/test");
+    let builder = PgBackend::builder(&url).connect_timeout(Duration::from_secs(3));
+    assert!(!format!("{builder:?}").contains(SECRET));
+    let err = builder
+        .connect()
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(matches!(err, PgError::Connect { .. }), "{err:?}");
+    assert!(err.is_unavailable());
+    let (text, debug) = (err.to_string(), format!("{err:?}"));
+    assert!(
+        !text.contains(SECRET) && !debug.contains(SECRET),
+        "{text} / {debug}"
+    );
+    assert!(
+        text.contains("postgres://app:***@127.0.0.1:1/test"),
+        "{text}"
+    );
+    let store: StoreError = err.into();
+    assert!(matches!(store, StoreError::Unavailable(_)));
+    assert!(!store.to_string().contains(SECRET));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_is_redacted_from_url_errors() {
+    for url in [
+        format!("postgres://app:{SECRET}@127.0.0.1:99999/test"),
+        format!("postgres://127.0.0.1/test?password={SECRET}&sslmode=nonsense"),
+    ] {
+        let err = PgBackend::connect(&url).await.expect_err("invalid URL");
+        assert!(matches!(err, PgError::InvalidUrl { .. }), "{url}: {err:?}");
+        let (text, debug) = (err.to_string(), format!("{err:?}"));
+        assert!(
+            !text.contains(SECRET) && !debug.contains(SECRET),
+            "{text} / {debug}"
+        );
+        assert!(text.contains("***"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_does_not_print_its_password() {
+    let schema = crate::common::TestSchema::new();
+    let backend = schema.backend().await;
+    let debug = format!("{backend:?}");
+    assert!(debug.contains(&schema.name), "{debug}");
+    backend.close().await;
+}

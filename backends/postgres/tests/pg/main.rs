@@ -1,0 +1,13 @@
+//! Integration tests of the PostgreSQL backend against a live server.
+//!
+//! The server is `postgres://postgres@127.0.0.1:5432/test` unless `SLOTGUARD_TEST_DATABASE_URL` says
+//! otherwise. Every test works in a schema of its own (`sg_t_<random>`), dropped when it ends, pass or
+//! fail; nothing else on the server is touched. Advisory locks are per database, not per schema, so
+//! lock tests use keys no other test uses.
+
+mod claims;
+mod common;
+mod connect;
+mod contract;
+mod locks;
+mod migrations;
