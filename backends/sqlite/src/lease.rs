@@ -1,0 +1,261 @@
+//! Lease locks: a row per held key with an expiry, taken with a fencing token and kept by renewal.
+//!
+//! Unlike a PostgreSQL session lock, nothing releases a lease when its holder dies except time, and
+//! nothing keeps it while its holder lives except renewal. See the crate docs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use slotguard::store::{LockLease, LockStore, StoreError};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::SqliteError;
+use crate::slots::ADVANCE_TOKEN;
+use crate::{Shared, SqliteBackend, duration_ms, json_array, now_ms};
+
+/// Takes a key that is free or whose lease has expired (by the host clock), with the next fencing
+/// token. Nothing when another lease, or this owner's own, is still live.
+const TAKE: &str = "
+INSERT INTO slotguard_locks (lock_key, owner, token, acquired_at, renewed_at, expires_at)
+VALUES (?1, ?2, (SELECT last_token + 1 FROM slotguard_fencing WHERE id = 1), ?3, ?3, ?4)
+ON CONFLICT (lock_key) DO UPDATE SET
+    owner = excluded.owner,
+    token = excluded.token,
+    acquired_at = excluded.acquired_at,
+    renewed_at = excluded.renewed_at,
+    expires_at = excluded.expires_at
+WHERE slotguard_locks.expires_at <= excluded.acquired_at
+RETURNING token";
+
+const RELEASE: &str = "
+DELETE FROM slotguard_locks
+WHERE owner = ?1 AND lock_key IN (SELECT value FROM json_each(?2))";
+
+const RELEASE_TOKENS: &str =
+    "DELETE FROM slotguard_locks WHERE token IN (SELECT value FROM json_each(?1))";
+
+/// Renews every lease of this backend in one statement. A lease is identified by its token, which
+/// changes whenever another owner takes the key, so a lapsed-and-taken lease is not renewed.
+const RENEW: &str = concat!(
+    "UPDATE slotguard_locks SET renewed_at = ",
+    now_ms!(),
+    ", expires_at = ",
+    now_ms!(),
+    " + ?2 WHERE token IN (SELECT value FROM json_each(?1)) RETURNING token"
+);
+
+/// A lease this backend holds.
+pub(crate) struct Held {
+    owner: String,
+    token: i64,
+    lost: CancellationToken,
+    /// When the lease expires at the latest, measured locally from before the statement that last
+    /// set its expiry: past this, with no successful renewal, it cannot be vouched for.
+    deadline: Instant,
+}
+
+impl Shared {
+    async fn try_lock(
+        &self,
+        owner: &str,
+        keys: &[i64],
+    ) -> Result<Vec<Option<LockLease>>, SqliteError> {
+        let q = |e| self.query_error(e);
+        let ttl = duration_ms(self.lease_ttl);
+        let mut w = self.write().await?;
+        let started = Instant::now();
+        let now = self.now(&mut w).await?;
+        let mut taken: Vec<Option<i64>> = Vec::with_capacity(keys.len());
+        for &key in keys {
+            let token: Option<i64> = sqlx::query_scalar(TAKE)
+                .bind(key)
+                .bind(owner)
+                .bind(now)
+                .bind(now.saturating_add(ttl))
+                .fetch_optional(&mut *w.tx)
+                .await
+                .map_err(q)?;
+            if let Some(token) = token {
+                sqlx::query(ADVANCE_TOKEN)
+                    .bind(token)
+                    .execute(&mut *w.tx)
+                    .await
+                    .map_err(q)?;
+            }
+            taken.push(token);
+        }
+        w.tx.commit().await.map_err(q)?;
+        // Registered while still holding the writer slot, so a renewal or an unlock never sees the
+        // row without its registration.
+        let mut leases = self.leases();
+        let answers = keys
+            .iter()
+            .zip(taken)
+            .map(|(&key, token)| {
+                let token = token?;
+                let lost = CancellationToken::new();
+                let held = Held {
+                    owner: owner.to_owned(),
+                    token,
+                    lost: lost.clone(),
+                    deadline: started + self.lease_ttl,
+                };
+                if let Some(previous) = leases.insert(key, held) {
+                    // This backend's own earlier lease on the key had lapsed, and was just taken over.
+                    previous.lost.cancel();
+                }
+                Some(LockLease { key, lost })
+            })
+            .collect();
+        drop(leases);
+        drop(w.writer);
+        Ok(answers)
+    }
+
+    async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        let mut w = self.write().await?;
+        sqlx::query(RELEASE)
+            .bind(owner)
+            .bind(json_array(keys.iter().copied()))
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        w.tx.commit().await.map_err(q)?;
+        let mut leases = self.leases();
+        for key in keys {
+            if leases.get(key).is_some_and(|held| held.owner == owner) {
+                leases.remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Renews every held lease; cancels the `lost` token of each one found gone or taken.
+    async fn renew(&self) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        if self.leases().is_empty() {
+            return Ok(());
+        }
+        let mut w = self.write().await?;
+        // Under the writer slot: no try_lock or unlock can change the set while it is renewed.
+        let held: Vec<(i64, i64)> = self
+            .leases()
+            .iter()
+            .map(|(&key, held)| (key, held.token))
+            .collect();
+        let started = Instant::now();
+        let renewed: Result<Vec<i64>, sqlx::Error> = match sqlx::query_scalar(RENEW)
+            .bind(json_array(held.iter().map(|&(_, token)| token)))
+            .bind(duration_ms(self.lease_ttl))
+            .fetch_all(&mut *w.tx)
+            .await
+        {
+            Ok(renewed) => w.tx.commit().await.map(|()| renewed),
+            Err(e) => Err(e),
+        };
+        let mut leases = self.leases();
+        match renewed {
+            Ok(renewed) => {
+                for (key, token) in held {
+                    if renewed.contains(&token) {
+                        if let Some(lease) = leases.get_mut(&key) {
+                            lease.deadline = started + self.lease_ttl;
+                        }
+                    } else if let Some(lease) = leases.remove(&key) {
+                        tracing::warn!(
+                            event = "job_ownership_lost",
+                            lock_key = key,
+                            owner = %lease.owner,
+                            token,
+                            "lease lock lapsed and was taken by another owner, or deleted"
+                        );
+                        lease.lost.cancel();
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Not renewed, and perhaps not for a while: a lease past its TTL may have been taken.
+                let now = Instant::now();
+                leases.retain(|&key, lease| {
+                    if lease.deadline > now {
+                        return true;
+                    }
+                    tracing::warn!(
+                        event = "job_ownership_lost",
+                        lock_key = key,
+                        owner = %lease.owner,
+                        token = lease.token,
+                        "lease lock could not be renewed before its TTL ran out"
+                    );
+                    lease.lost.cancel();
+                    false
+                });
+                Err(q(e))
+            }
+        }
+    }
+
+    /// Deletes every lease this backend holds and forgets them.
+    pub(crate) async fn release_all(&self) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        let mut w = self.write().await?;
+        let tokens: Vec<i64> = self.leases().values().map(|held| held.token).collect();
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(RELEASE_TOKENS)
+            .bind(json_array(tokens))
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        w.tx.commit().await.map_err(q)?;
+        self.leases().clear();
+        Ok(())
+    }
+}
+
+/// Renews this backend's leases every `every` until `stop`; idle (no statement) while none is held.
+pub(crate) async fn renew_loop(shared: Arc<Shared>, every: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(e) = shared.renew().await {
+            tracing::warn!(path = %shared.path.display(), error = %e, "lease renewal failed");
+        }
+    }
+}
+
+/// Lease locks, renewed in the background while held.
+///
+/// # Cancel safety
+///
+/// Dropping a `try_lock` future before it completes rolls its transaction back, or, if it had
+/// committed, leaves rows that lapse after the lease TTL.
+#[async_trait]
+impl LockStore for SqliteBackend {
+    async fn try_lock(
+        &self,
+        owner: &str,
+        keys: &[i64],
+    ) -> Result<Vec<Option<LockLease>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().try_lock(owner, keys).await?)
+    }
+
+    async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        Ok(self.shared().unlock(owner, keys).await?)
+    }
+}
