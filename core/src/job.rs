@@ -10,6 +10,7 @@ use slotguard_cron::DstPolicy;
 
 use crate::context::JobContext;
 use crate::guard::GuardLevel;
+use crate::policy::{Overlap, RetryPolicy};
 
 /// The body of a job, type-erased.
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
@@ -40,6 +41,8 @@ pub struct Job {
     pub(crate) guard: Option<GuardLevel>,
     pub(crate) dst: Option<DstPolicy>,
     pub(crate) lock_key: Option<i64>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) overlap: Option<Overlap>,
     pub(crate) handler: Handler,
 }
 
@@ -52,6 +55,8 @@ impl fmt::Debug for Job {
             .field("guard", &self.guard)
             .field("dst", &self.dst)
             .field("lock_key", &self.lock_key)
+            .field("retry", &self.retry)
+            .field("overlap", &self.overlap)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +84,8 @@ impl Job {
             guard: None,
             dst: None,
             lock_key: None,
+            retry: None,
+            overlap: None,
             handler,
         }
     }
@@ -109,6 +116,30 @@ impl Job {
     #[must_use]
     pub fn lock_key(mut self, key: i64) -> Self {
         self.lock_key = Some(key);
+        self
+    }
+
+    /// How failed runs are retried (default: [`RetryPolicy::default`]). Retries need the `slot` level.
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// What happens when a slot falls due while a run of this job is still going (default
+    /// [`Overlap::Skip`]). Policies other than `skip` need the `slot` level.
+    #[must_use]
+    pub fn overlap(mut self, policy: Overlap) -> Self {
+        self.overlap = Some(policy);
+        self
+    }
+
+    /// A limit on each attempt: an attempt that runs longer is stopped and fails with a transient
+    /// error (and is retried by the retry policy).
+    #[must_use]
+    pub fn timeout(mut self, limit: std::time::Duration) -> Self {
+        let retry = self.retry.unwrap_or_default();
+        self.retry = Some(retry.with_timeout(limit));
         self
     }
 

@@ -45,6 +45,7 @@ mod context;
 pub mod guard;
 mod handle;
 mod job;
+mod policy;
 mod runtime;
 mod scheduler;
 mod state;
@@ -55,6 +56,7 @@ pub use context::JobContext;
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
 pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob};
+pub use policy::{Overlap, RetryPolicy, UnknownOverlap};
 pub use scheduler::{
     BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,
     derive_lock_key,

@@ -17,6 +17,7 @@ use crate::guard::slot::{Heartbeats, SlotGuard};
 use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
+use crate::policy::Overlap;
 use crate::runtime::{JobEntry, Runtime};
 use crate::state::StateMap;
 use crate::store::Backend;
@@ -42,6 +43,8 @@ pub struct Scheduler {
     runtime: Arc<Runtime>,
     backend: Option<Arc<dyn Backend>>,
     heartbeats: Option<Arc<Heartbeats>>,
+    slots: Option<Arc<SlotGuard>>,
+    recovery_interval: Duration,
     external: Option<CancellationToken>,
 }
 
@@ -90,6 +93,13 @@ impl Scheduler {
         self.runtime
             .tracker
             .spawn(crate::runtime::drive(Arc::clone(&self.runtime)));
+        if let Some(slots) = self.slots {
+            self.runtime.tracker.spawn(crate::runtime::recover::recover(
+                Arc::clone(&self.runtime),
+                slots,
+                self.recovery_interval,
+            ));
+        }
         if let Some(external) = self.external {
             let handle = handle.clone();
             tokio::spawn(async move {
@@ -134,6 +144,7 @@ pub struct SchedulerBuilder {
     grace: Duration,
     kill_after: Duration,
     stale_after: Duration,
+    recovery_interval: Option<Duration>,
     external: Option<CancellationToken>,
     clock: SharedClock,
     instance_id: Option<String>,
@@ -153,6 +164,7 @@ impl Default for SchedulerBuilder {
             grace: Duration::from_secs(30),
             kill_after: Duration::from_secs(5),
             stale_after: Duration::from_secs(30),
+            recovery_interval: None,
             external: None,
             clock: Arc::new(SystemClock),
             instance_id: None,
@@ -242,6 +254,15 @@ impl SchedulerBuilder {
     /// third of it.
     pub fn stale_after(mut self, stale_after: Duration) -> Self {
         self.stale_after = stale_after;
+        self
+    }
+
+    /// How often this process looks for runs that fell due outside the timer: retries, attempts of
+    /// processes that died (stale heartbeats), hand-overs from a replica that shut down, and buffered
+    /// slots (default: a third of [`stale_after`](Self::stale_after)). One store call per interval for
+    /// all jobs; only with a backend and `slot`-level jobs.
+    pub fn recovery_interval(mut self, every: Duration) -> Self {
+        self.recovery_interval = Some(every);
         self
     }
 
@@ -346,6 +367,22 @@ impl SchedulerBuilder {
                 });
                 continue;
             }
+            let overlap = job.overlap.unwrap_or_default();
+            if overlap != Overlap::Skip && level != GuardLevel::Slot {
+                problems.push(ConfigError::NeedsSlotLevel {
+                    job: job.name.clone(),
+                    what: "an overlap policy other than `skip`",
+                });
+                continue;
+            }
+            let retry = job.retry.unwrap_or_default();
+            if job.retry.is_some_and(|r| r.max_attempts > 1) && level != GuardLevel::Slot {
+                problems.push(ConfigError::NeedsSlotLevel {
+                    job: job.name.clone(),
+                    what: "retries",
+                });
+                continue;
+            }
             let lock_key = job
                 .lock_key
                 .unwrap_or_else(|| derive_lock_key(&self.namespace, &job.name));
@@ -367,6 +404,8 @@ impl SchedulerBuilder {
                 running: AtomicBool::new(false),
                 handler: Arc::clone(&job.handler),
                 stale_after: self.stale_after,
+                retry,
+                overlap,
             }));
         }
         if !problems.is_empty() {
@@ -374,20 +413,23 @@ impl SchedulerBuilder {
         }
 
         let owner: Arc<str> = Arc::from(self.instance_id.unwrap_or_else(default_instance_id));
-        let mut guards: Vec<Box<dyn Guard>> = vec![Box::new(LocalGuard)];
+        let mut guards: Vec<Arc<dyn Guard>> = vec![Arc::new(LocalGuard)];
         let mut heartbeats = None;
+        let mut slots = None;
         if let Some(backend) = &self.backend {
             let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
-            guards.push(Box::new(LockGuard {
+            guards.push(Arc::new(LockGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
             }));
-            guards.push(Box::new(SlotGuard {
+            let slot_guard = Arc::new(SlotGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
                 heartbeats: Arc::clone(&beats),
-            }));
+            });
+            guards.push(Arc::clone(&slot_guard) as Arc<dyn Guard>);
             heartbeats = Some(beats);
+            slots = Some(slot_guard);
         }
         let runtime = Runtime {
             jobs: entries,
@@ -407,6 +449,11 @@ impl SchedulerBuilder {
             runtime: Arc::new(runtime),
             backend: self.backend,
             heartbeats,
+            slots,
+            recovery_interval: self
+                .recovery_interval
+                .unwrap_or(self.stale_after / 3)
+                .max(Duration::from_millis(10)),
             external: self.external,
         })
     }
@@ -480,6 +527,14 @@ pub enum ConfigError {
         first: String,
         /// The job registered second.
         second: String,
+    },
+    /// The job asks for something only the `slot` level can give.
+    #[error("job `{job}`: {what} needs the `slot` guard level")]
+    NeedsSlotLevel {
+        /// The job's name.
+        job: String,
+        /// What it asked for.
+        what: &'static str,
     },
     /// The default zone is invalid.
     #[error("default zone: {0}")]

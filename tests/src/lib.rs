@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use slotguard::RunOutcome;
-use slotguard::store::{Backend, Claim, ClaimRequest, SlotKey, Trigger};
+use slotguard::store::{
+    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, Trigger,
+};
+use slotguard::{ErrorClass, Overlap};
 
 /// A claim request for `job` at `scheduled_at`.
 pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimRequest {
@@ -27,10 +29,24 @@ pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimReq
         business_date: at.date_naive(),
         fingerprint: 7,
         stale_after,
+        overlap: Overlap::Allow,
     }
 }
 
-fn won(claim: &Claim) -> slotguard::store::Lease {
+/// The same request with an overlap policy.
+pub fn with_overlap(mut request: ClaimRequest, overlap: Overlap) -> ClaimRequest {
+    request.overlap = overlap;
+    request
+}
+
+fn spec(job: &str, max_attempts: u32) -> DueSpec {
+    DueSpec {
+        job: job.to_owned(),
+        max_attempts,
+    }
+}
+
+fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),
@@ -110,13 +126,13 @@ pub async fn writes_are_fenced(backend: &dyn Backend, stale_after: Duration) {
     );
     assert!(
         !backend
-            .finish("a", &a, &RunOutcome::Succeeded)
+            .finish("a", &a, &Finish::succeeded())
             .await
             .expect("finish")
     );
     assert!(
         backend
-            .finish("b", &b, &RunOutcome::Succeeded)
+            .finish("b", &b, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -132,7 +148,7 @@ pub async fn writes_are_fenced(backend: &dyn Backend, stale_after: Duration) {
     // A second completion with the winning token is refused too.
     assert!(
         !backend
-            .finish("b", &b, &RunOutcome::Succeeded)
+            .finish("b", &b, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -151,4 +167,335 @@ pub async fn locks_are_exclusive(backend: &dyn Backend) {
     let b = backend.try_lock("b", &keys).await.expect("lock");
     assert!(b.iter().all(Option::is_some));
     backend.unlock("b", &keys).await.expect("unlock");
+}
+
+fn taken(claim: &Claim) -> RunStatus {
+    match claim {
+        Claim::Taken { status } => *status,
+        Claim::Won(lease) => panic!("expected the claim to be refused, it won {lease:?}"),
+    }
+}
+
+/// A failed attempt with a retry becomes due after its delay, as a new attempt of the same run.
+pub async fn retries_become_due(backend: &dyn Backend) {
+    let req = request(
+        "contract_retry",
+        "2026-01-01T00:00:00Z",
+        Duration::from_secs(60),
+    );
+    let a = won(&backend
+        .claim("a", std::slice::from_ref(&req))
+        .await
+        .expect("claim")[0]);
+    let failed = Finish::failed(ErrorClass::Transient, "503", Some(Duration::from_secs(1)));
+    assert!(backend.finish("a", &a, &failed).await.expect("finish"));
+    let specs = [spec("contract_retry", 3)];
+    assert!(
+        backend
+            .claim_due("b", &specs, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "not yet due"
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("b", std::slice::from_ref(&req))
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Pending
+    );
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    // Only the jobs asked for.
+    assert!(
+        backend
+            .claim_due("b", &[spec("other", 3)], 10)
+            .await
+            .expect("due")
+            .is_empty()
+    );
+    let due = backend.claim_due("b", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(due[0].key, req.key);
+    assert_eq!(due[0].lease.run_id, a.run_id);
+    assert_eq!(due[0].lease.attempt, 2);
+    assert!(due[0].lease.token > a.token);
+    assert_eq!(due[0].trigger, Trigger::Schedule);
+    assert_eq!(due[0].business_date, req.business_date);
+    assert!(
+        backend
+            .claim_due("c", &specs, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "claimed once"
+    );
+    assert!(
+        backend
+            .finish("b", &due[0].lease, &Finish::succeeded())
+            .await
+            .expect("finish")
+    );
+    // A permanent failure is dead at once, whatever the retry.
+    let req2 = request(
+        "contract_retry",
+        "2026-01-01T00:01:00Z",
+        Duration::from_secs(60),
+    );
+    let p = won(&backend
+        .claim("a", std::slice::from_ref(&req2))
+        .await
+        .expect("claim")[0]);
+    let permanent = Finish::failed(
+        ErrorClass::Permanent,
+        "bad credentials",
+        Some(Duration::ZERO),
+    );
+    assert!(backend.finish("a", &p, &permanent).await.expect("finish"));
+    assert_eq!(
+        taken(
+            &backend
+                .claim("a", std::slice::from_ref(&req2))
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Dead
+    );
+    assert!(
+        backend
+            .claim_due("a", &specs, 10)
+            .await
+            .expect("due")
+            .is_empty()
+    );
+}
+
+/// Stale and handed-over runs are recovered by `claim_due`; attempts are capped.
+pub async fn abandoned_runs_are_recovered(backend: &dyn Backend, stale_after: Duration) {
+    let specs = [spec("contract_recover", 2)];
+    // Handed over at shutdown: due at once.
+    let handover = request("contract_recover", "2026-01-01T00:00:00Z", stale_after);
+    let a = won(&backend
+        .claim("a", std::slice::from_ref(&handover))
+        .await
+        .expect("claim")[0]);
+    let shutdown = Finish::abandoned("shutdown", Some(Duration::ZERO));
+    assert!(backend.finish("a", &a, &shutdown).await.expect("finish"));
+    let due = backend.claim_due("b", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!((due[0].lease.attempt, due[0].lease.run_id), (2, a.run_id));
+    // It dies now, silently: after the stale threshold it has had both of its attempts.
+    let stale = request("contract_recover", "2026-01-01T00:01:00Z", stale_after);
+    let s = won(&backend
+        .claim("a", std::slice::from_ref(&stale))
+        .await
+        .expect("claim")[0]);
+    tokio::time::sleep(stale_after + stale_after / 2 + Duration::from_millis(200)).await;
+    let due = backend.claim_due("c", &specs, 10).await.expect("due");
+    assert_eq!(
+        due.len(),
+        1,
+        "only the stale first attempt is recovered: {due:?}"
+    );
+    assert_eq!(due[0].key, stale.key);
+    assert_eq!(due[0].lease.attempt, 2);
+    assert!(due[0].lease.token > s.token);
+    assert!(
+        !backend
+            .finish("a", &s, &Finish::succeeded())
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("x", std::slice::from_ref(&handover))
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Dead,
+        "the hand-over's second attempt went stale too and had no attempts left"
+    );
+    // Limit is honoured.
+    let many: Vec<_> = (0..5)
+        .map(|i| {
+            request(
+                "contract_recover_many",
+                &format!("2026-01-01T01:0{i}:00Z"),
+                stale_after,
+            )
+        })
+        .collect();
+    for lease in backend
+        .claim("a", &many)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+    {
+        let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
+        assert!(backend.finish("a", &lease, &handed).await.expect("finish"));
+    }
+    let due = backend
+        .claim_due("b", &[spec("contract_recover_many", 3)], 3)
+        .await
+        .expect("due");
+    assert_eq!(due.len(), 3);
+    assert!(
+        due.windows(2)
+            .all(|w| w[0].key.scheduled_at < w[1].key.scheduled_at),
+        "oldest first"
+    );
+}
+
+/// The overlap policies, decided by the store.
+pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
+    let stale = Duration::from_secs(60);
+    let slot = |job: &str, minute: u32, overlap: Overlap| {
+        with_overlap(
+            request(job, &format!("2026-01-01T00:{minute:02}:00Z"), stale),
+            overlap,
+        )
+    };
+    // skip
+    let first = won(&backend
+        .claim("a", &[slot("ov_skip", 0, Overlap::Skip)])
+        .await
+        .expect("claim")[0]);
+    assert_eq!(
+        taken(
+            &backend
+                .claim("b", &[slot("ov_skip", 1, Overlap::Skip)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Skipped
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("c", &[slot("ov_skip", 1, Overlap::Skip)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Skipped,
+        "the skip is recorded"
+    );
+    assert!(
+        backend
+            .finish("a", &first, &Finish::succeeded())
+            .await
+            .expect("finish")
+    );
+    won(&backend
+        .claim("b", &[slot("ov_skip", 2, Overlap::Skip)])
+        .await
+        .expect("claim")[0]);
+
+    // buffer_one
+    let running = won(&backend
+        .claim("a", &[slot("ov_buf", 0, Overlap::BufferOne)])
+        .await
+        .expect("claim")[0]);
+    assert_eq!(
+        taken(
+            &backend
+                .claim("b", &[slot("ov_buf", 1, Overlap::BufferOne)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Pending
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("b", &[slot("ov_buf", 2, Overlap::BufferOne)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Pending
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("b", &[slot("ov_buf", 1, Overlap::BufferOne)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Skipped,
+        "only the newest waits"
+    );
+    let specs = [spec("ov_buf", 3)];
+    assert!(
+        backend
+            .claim_due("b", &specs, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "still running"
+    );
+    assert!(
+        backend
+            .finish("a", &running, &Finish::succeeded())
+            .await
+            .expect("finish")
+    );
+    let due = backend.claim_due("b", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(due[0].key.scheduled_at.format("%M").to_string(), "02");
+    assert_eq!(due[0].lease.attempt, 1);
+
+    // allow
+    won(&backend
+        .claim("a", &[slot("ov_allow", 0, Overlap::Allow)])
+        .await
+        .expect("claim")[0]);
+    won(&backend
+        .claim("b", &[slot("ov_allow", 1, Overlap::Allow)])
+        .await
+        .expect("claim")[0]);
+
+    // replace
+    let old = won(&backend
+        .claim("a", &[slot("ov_replace", 0, Overlap::Replace)])
+        .await
+        .expect("claim")[0]);
+    let new = won(&backend
+        .claim("b", &[slot("ov_replace", 1, Overlap::Replace)])
+        .await
+        .expect("claim")[0]);
+    assert!(new.token > old.token);
+    assert!(
+        backend
+            .heartbeat("a", &[old.token])
+            .await
+            .expect("heartbeat")
+            .is_empty(),
+        "the replaced run lost its hold"
+    );
+    assert!(
+        !backend
+            .finish("a", &old, &Finish::succeeded())
+            .await
+            .expect("finish")
+    );
+    assert_eq!(
+        taken(
+            &backend
+                .claim("c", &[slot("ov_replace", 0, Overlap::Replace)])
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Abandoned
+    );
+    assert!(
+        backend
+            .claim_due("c", &[spec("ov_replace", 5)], 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "a replaced run is not recovered"
+    );
 }

@@ -24,3 +24,18 @@ async fn writes_are_fenced() {
 async fn locks_are_exclusive() {
     contract::locks_are_exclusive(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn retries_become_due() {
+    contract::retries_become_due(&backend()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn abandoned_runs_are_recovered() {
+    contract::abandoned_runs_are_recovered(&backend(), Duration::from_secs(2)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn overlap_is_decided_by_the_store() {
+    contract::overlap_is_decided_by_the_store(&backend()).await;
+}

@@ -20,9 +20,14 @@ impl Guard for LocalGuard {
     async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision> {
         batch
             .iter()
-            .map(|c| match RunningFlag::raise(&c.job) {
-                Some(flag) => Decision::Admit(Box::new(flag)),
-                None => Decision::Skip(SkipReason::RunningHere),
+            .map(|c| {
+                if c.job.overlap_by_store() {
+                    return Decision::Pass;
+                }
+                match RunningFlag::raise(&c.job) {
+                    Some(flag) => Decision::Admit(Box::new(flag)),
+                    None => Decision::Skip(SkipReason::RunningHere),
+                }
             })
             .collect()
     }

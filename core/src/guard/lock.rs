@@ -22,11 +22,32 @@ impl Guard for LockGuard {
     }
 
     async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision> {
-        let keys: Vec<i64> = batch.iter().map(|c| c.job.lock_key).collect();
-        match self.store.try_lock(&self.owner, &keys).await {
-            Ok(leases) => leases
-                .into_iter()
-                .map(|lease| match lease {
+        let keys: Vec<i64> = batch
+            .iter()
+            .filter(|c| !c.job.overlap_by_store())
+            .map(|c| c.job.lock_key)
+            .collect();
+        let mut leases = if keys.is_empty() {
+            Vec::new()
+        } else {
+            match self.store.try_lock(&self.owner, &keys).await {
+                Ok(leases) => leases,
+                Err(e) => {
+                    return batch
+                        .iter()
+                        .map(|_| Decision::Skip(SkipReason::StoreUnavailable(e.to_string())))
+                        .collect();
+                }
+            }
+        }
+        .into_iter();
+        batch
+            .iter()
+            .map(|c| {
+                if c.job.overlap_by_store() {
+                    return Decision::Pass;
+                }
+                match leases.next().flatten() {
                     Some(lease) => Decision::Admit(Box::new(HeldLock {
                         store: Arc::clone(&self.store),
                         owner: Arc::clone(&self.owner),
@@ -35,13 +56,9 @@ impl Guard for LockGuard {
                         released: false,
                     })),
                     None => Decision::Skip(SkipReason::LockedElsewhere),
-                })
-                .collect(),
-            Err(e) => batch
-                .iter()
-                .map(|_| Decision::Skip(SkipReason::StoreUnavailable(e.to_string())))
-                .collect(),
-        }
+                }
+            })
+            .collect()
     }
 }
 

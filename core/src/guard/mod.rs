@@ -103,6 +103,8 @@ pub enum SkipReason {
     LockedElsewhere,
     /// The slot row exists already: another process claimed it, or it has finished (`slot`).
     AlreadyClaimed,
+    /// The store decided by the job's overlap policy: recorded `skipped`, or waiting as `pending`.
+    Overlap(crate::store::RunStatus),
     /// The scheduler is shutting down and claims nothing new.
     ShuttingDown,
     /// The store could not be reached; nothing was claimed.
@@ -117,6 +119,10 @@ impl fmt::Display for SkipReason {
             }
             SkipReason::LockedElsewhere => f.write_str("lock held by another process"),
             SkipReason::AlreadyClaimed => f.write_str("slot already claimed"),
+            SkipReason::Overlap(crate::store::RunStatus::Pending) => {
+                f.write_str("a previous run is still going; this slot waits for it (buffer_one)")
+            }
+            SkipReason::Overlap(_) => f.write_str("a previous run is still going; slot skipped"),
             SkipReason::ShuttingDown => f.write_str("scheduler is shutting down"),
             SkipReason::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
         }
@@ -130,6 +136,7 @@ impl SkipReason {
             SkipReason::RunningHere => "running_here",
             SkipReason::LockedElsewhere => "locked_elsewhere",
             SkipReason::AlreadyClaimed => "already_claimed",
+            SkipReason::Overlap(_) => "overlap",
             SkipReason::ShuttingDown => "shutting_down",
             SkipReason::StoreUnavailable(_) => "store_unavailable",
         }
@@ -139,6 +146,8 @@ impl SkipReason {
 /// A guard's answer for one candidate.
 pub(crate) enum Decision {
     Admit(Box<dyn Permit>),
+    /// Let through without holding anything: the layer steps aside for this job.
+    Pass,
     Skip(SkipReason),
 }
 

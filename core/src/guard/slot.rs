@@ -9,8 +9,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
+use crate::ErrorClass;
+use crate::policy::RetryPolicy;
 use crate::runtime::Candidate;
-use crate::store::{Backend, Claim, ClaimRequest, Lease, SlotKey};
+use crate::store::{Backend, Claim, ClaimRequest, Finish, Lease, RunStatus, SlotKey};
 
 /// Lets a slot in only if this process wins its row.
 pub(crate) struct SlotGuard {
@@ -31,18 +33,16 @@ impl Guard for SlotGuard {
             Ok(claims) => claims
                 .into_iter()
                 .zip(requests)
-                .map(|(claim, request)| match claim {
-                    Claim::Won(lease) => {
-                        let lost = self.heartbeats.add(lease.token);
-                        Decision::Admit(Box::new(ClaimedSlot {
-                            store: Arc::clone(&self.store),
-                            owner: Arc::clone(&self.owner),
-                            heartbeats: Arc::clone(&self.heartbeats),
-                            key: request.key,
-                            lease,
-                            lost,
-                        }))
-                    }
+                .zip(batch)
+                .map(|((claim, request), candidate)| match claim {
+                    Claim::Won(lease) => Decision::Admit(Box::new(self.hold(
+                        request.key,
+                        lease,
+                        candidate.job.retry,
+                    ))),
+                    Claim::Taken {
+                        status: status @ (RunStatus::Skipped | RunStatus::Pending),
+                    } => Decision::Skip(SkipReason::Overlap(status)),
                     Claim::Taken { .. } => Decision::Skip(SkipReason::AlreadyClaimed),
                 })
                 .collect(),
@@ -54,13 +54,52 @@ impl Guard for SlotGuard {
     }
 }
 
-struct ClaimedSlot {
+impl SlotGuard {
+    /// The permit for an attempt this process holds: registered for heartbeats until released.
+    pub(crate) fn hold(&self, key: SlotKey, lease: Lease, retry: RetryPolicy) -> ClaimedSlot {
+        debug_assert!(retry.max_attempts >= 1);
+        let lost = self.heartbeats.add(lease.token);
+        ClaimedSlot {
+            store: Arc::clone(&self.store),
+            owner: Arc::clone(&self.owner),
+            heartbeats: Arc::clone(&self.heartbeats),
+            key,
+            lease,
+            lost,
+            retry,
+        }
+    }
+}
+
+/// What the store records for an outcome, under the job's retry policy.
+fn finish_for(outcome: &RunOutcome, attempt: u32, retry: &RetryPolicy) -> Finish {
+    match outcome {
+        RunOutcome::Succeeded => Finish::succeeded(),
+        RunOutcome::Failed { class, message } => {
+            let again = match class {
+                ErrorClass::Transient => retry.delay_after(attempt),
+                ErrorClass::Permanent => None,
+            };
+            let mut finish = Finish::failed(*class, message.clone(), again);
+            if again.is_none() && *class == ErrorClass::Transient && retry.max_attempts > 1 {
+                // Attempts exhausted: a person has to look.
+                finish.status = RunStatus::Dead;
+            }
+            finish
+        }
+        // Handed over: another replica (or this one, after a restart) recovers it at once.
+        RunOutcome::Abandoned { reason } => Finish::abandoned(reason.clone(), Some(Duration::ZERO)),
+    }
+}
+
+pub(crate) struct ClaimedSlot {
     store: Arc<dyn Backend>,
     owner: Arc<str>,
     heartbeats: Arc<Heartbeats>,
     key: SlotKey,
     lease: Lease,
     lost: CancellationToken,
+    retry: RetryPolicy,
 }
 
 #[async_trait]
@@ -77,7 +116,8 @@ impl Permit for ClaimedSlot {
 
     async fn release(self: Box<Self>, outcome: &RunOutcome) -> bool {
         self.heartbeats.remove(self.lease.token);
-        match self.store.finish(&self.owner, &self.lease, outcome).await {
+        let finish = finish_for(outcome, self.lease.attempt, &self.retry);
+        match self.store.finish(&self.owner, &self.lease, &finish).await {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(

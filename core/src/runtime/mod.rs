@@ -13,10 +13,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub(crate) mod recover;
+
 use crate::clock::SharedClock;
 use crate::context::JobContext;
 use crate::guard::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
 use crate::job::{ErrorClass, Handler};
+use crate::policy::{Overlap, RetryPolicy};
 use crate::state::StateMap;
 use crate::store::{ClaimRequest, SlotKey, Trigger};
 
@@ -29,6 +32,15 @@ pub(crate) struct JobEntry {
     pub(crate) running: AtomicBool,
     pub(crate) handler: Handler,
     pub(crate) stale_after: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) overlap: Overlap,
+}
+
+impl JobEntry {
+    /// Whether the flag and lock layers step aside so the store can apply the overlap policy.
+    pub(crate) fn overlap_by_store(&self) -> bool {
+        self.level == GuardLevel::Slot && self.overlap != Overlap::Skip
+    }
 }
 
 /// A slot that fell due, on its way through the guard chain.
@@ -52,6 +64,7 @@ impl Candidate {
             business_date: self.slot.business_date(),
             fingerprint: self.job.schedule.fingerprint(),
             stale_after: self.job.stale_after,
+            overlap: self.job.overlap,
         }
     }
 }
@@ -60,7 +73,7 @@ impl Candidate {
 pub(crate) struct Runtime {
     pub(crate) jobs: Vec<Arc<JobEntry>>,
     /// Outside in: local, lock, slot (those the scheduler has).
-    pub(crate) guards: Vec<Box<dyn Guard>>,
+    pub(crate) guards: Vec<Arc<dyn Guard>>,
     pub(crate) state: Arc<StateMap>,
     pub(crate) clock: SharedClock,
     pub(crate) owner: Arc<str>,
@@ -169,6 +182,7 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
         for (&i, decision) in indices.iter().zip(decisions) {
             match decision {
                 Decision::Admit(permit) => held[i].1.push(permit),
+                Decision::Pass => {}
                 Decision::Skip(reason) => refused.push((i, reason)),
             }
         }
@@ -183,6 +197,12 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
     }
 }
 
+/// Runs a slot whose attempt is already claimed (a retry or a recovery), with the given permits.
+pub(crate) fn spawn_run(rt: &Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Permit>>) {
+    rt.tracker
+        .spawn(execute(Arc::clone(rt), candidate, permits));
+}
+
 async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &SkipReason) {
     let job = &candidate.job.name;
     let slot = candidate.slot.scheduled_at;
@@ -190,7 +210,7 @@ async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &Ski
         SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {
             tracing::debug!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
         }
-        SkipReason::RunningHere | SkipReason::ShuttingDown => {
+        SkipReason::RunningHere | SkipReason::ShuttingDown | SkipReason::Overlap(_) => {
             tracing::info!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
         }
         SkipReason::StoreUnavailable(_) => {
@@ -251,7 +271,18 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
         let result = match body {
             Err(panic) => Some(Err(panic)),
             Ok(body) => {
-                let mut body = AssertUnwindSafe(body).catch_unwind();
+                let timeout = job.retry.timeout;
+                let body = async move {
+                    match timeout {
+                        None => body.await,
+                        Some(limit) => tokio::time::timeout(limit, body).await.unwrap_or_else(|_| {
+                            Err(crate::JobError::transient(format!(
+                                "attempt timed out after {limit:?}"
+                            )))
+                        }),
+                    }
+                };
+                let mut body = Box::pin(AssertUnwindSafe(body).catch_unwind());
                 let run = async {
                     tokio::select! {
                         biased;

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Backend, Claim, ClaimRequest, Lease, LockLease, LockStore, RunStatus, SlotKey, SlotStore,
-    StoreError, Trigger,
+    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
+    RunStatus, SlotKey, SlotStore, StoreError, Trigger,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
-use crate::guard::RunOutcome;
+use crate::policy::Overlap;
 
 /// The in-process backend. Clones share the same rows and locks, so several schedulers in one process
 /// (standing in for replicas) can race on it.
@@ -44,7 +44,11 @@ struct Run {
     heartbeat_at: DateTime<Utc>,
     stale_after: Duration,
     trigger: Trigger,
+    zone: String,
+    wall: NaiveDateTime,
     business_date: NaiveDate,
+    next_attempt_at: Option<DateTime<Utc>>,
+    message: Option<String>,
     attempts: Vec<AttemptRecord>,
 }
 
@@ -78,6 +82,8 @@ pub struct RunRecord {
     pub business_date: NaiveDate,
     /// The current fencing token.
     pub token: i64,
+    /// The run's last error or reason (a skip's, a replacement's, the last failure's).
+    pub message: Option<String>,
     /// Every attempt, in order.
     pub attempts: Vec<AttemptRecord>,
 }
@@ -131,6 +137,7 @@ impl MemoryBackend {
                 trigger: run.trigger,
                 business_date: run.business_date,
                 token: run.token,
+                message: run.message.clone(),
                 attempts: run.attempts.clone(),
             })
             .collect();
@@ -178,54 +185,80 @@ impl SlotStore for MemoryBackend {
         self.check(&inner)?;
         let mut answers = Vec::with_capacity(requests.len());
         for request in requests {
-            inner.next_token += 1;
-            let token = inner.next_token;
-            let claim = match inner.runs.get_mut(&request.key) {
+            let answer = match inner.runs.get(&request.key) {
                 Some(run) if run.status == RunStatus::Running && is_stale(run, now) => {
-                    if let Some(last) = run.attempts.last_mut() {
-                        last.status = RunStatus::Abandoned;
-                        last.message = Some("heartbeat expired".into());
-                    }
-                    run.token = token;
-                    run.owner = owner.to_owned();
-                    run.heartbeat_at = now;
+                    let token = inner.next_token();
+                    let run = inner.runs.get_mut(&request.key).expect("present");
                     run.stale_after = request.stale_after;
-                    let attempt = run.attempts.len() as u32 + 1;
-                    run.attempts.push(running_attempt(attempt, owner, token));
-                    Claim::Won(Lease {
-                        run_id: run.id,
-                        attempt,
-                        token,
-                    })
+                    Claim::Won(take_over(run, owner, token, now, "heartbeat expired"))
                 }
                 Some(run) => Claim::Taken { status: run.status },
-                None => {
-                    inner.next_run_id += 1;
-                    let id = inner.next_run_id;
-                    inner.runs.insert(
-                        request.key.clone(),
-                        Run {
-                            id,
-                            status: RunStatus::Running,
-                            owner: owner.to_owned(),
-                            token,
-                            heartbeat_at: now,
-                            stale_after: request.stale_after,
-                            trigger: request.trigger,
-                            business_date: request.business_date,
-                            attempts: vec![running_attempt(1, owner, token)],
-                        },
-                    );
-                    Claim::Won(Lease {
-                        run_id: id,
-                        attempt: 1,
-                        token,
-                    })
-                }
+                None => inner.claim_new(owner, request, now),
             };
-            answers.push(claim);
+            answers.push(answer);
         }
         Ok(answers)
+    }
+
+    async fn claim_due(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let mut due: Vec<(SlotKey, u32)> = inner
+            .runs
+            .iter()
+            .filter_map(|(key, run)| {
+                let spec = specs.iter().find(|s| s.job == key.job)?;
+                let eligible = match run.status {
+                    RunStatus::Pending | RunStatus::Abandoned => match run.next_attempt_at {
+                        Some(at) => at <= now,
+                        None => {
+                            run.status == RunStatus::Pending && !inner.has_fresh_running(key, now)
+                        }
+                    },
+                    RunStatus::Running => is_stale(run, now),
+                    _ => false,
+                };
+                eligible.then(|| (key.clone(), spec.max_attempts))
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.scheduled_at.cmp(&b.0.scheduled_at).then(a.0.cmp(&b.0)));
+        let mut claimed = Vec::new();
+        for (key, max_attempts) in due {
+            if claimed.len() >= limit {
+                break;
+            }
+            let token = inner.next_token();
+            let run = inner.runs.get_mut(&key).expect("present");
+            let attempts = run.attempts.len() as u32;
+            if attempts >= max_attempts && run.status != RunStatus::Pending {
+                if let Some(last) = run.attempts.last_mut()
+                    && last.status == RunStatus::Running
+                {
+                    last.status = RunStatus::Abandoned;
+                    last.message = Some("heartbeat expired".into());
+                }
+                run.status = RunStatus::Dead;
+                run.next_attempt_at = None;
+                run.message = Some(format!("attempts exhausted ({attempts} of {max_attempts})"));
+                continue;
+            }
+            let lease = take_over(run, owner, token, now, "heartbeat expired");
+            claimed.push(DueClaim {
+                key,
+                lease,
+                trigger: run.trigger,
+                zone: run.zone.clone(),
+                wall: run.wall,
+                business_date: run.business_date,
+            });
+        }
+        Ok(claimed)
     }
 
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
@@ -247,8 +280,9 @@ impl SlotStore for MemoryBackend {
         &self,
         owner: &str,
         lease: &Lease,
-        outcome: &RunOutcome,
+        finish: &Finish,
     ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
         let Some(run) = inner.runs.values_mut().find(|r| r.id == lease.run_id) else {
@@ -257,28 +291,130 @@ impl SlotStore for MemoryBackend {
         if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
             return Ok(false);
         }
-        let (status, message) = match outcome {
-            RunOutcome::Succeeded => (RunStatus::Succeeded, None),
-            RunOutcome::Failed { class, message } => (
-                if *class == crate::ErrorClass::Permanent {
-                    RunStatus::Dead
-                } else {
-                    RunStatus::Failed
-                },
-                Some(message.clone()),
-            ),
-            RunOutcome::Abandoned { reason } => (RunStatus::Abandoned, Some(reason.clone())),
-        };
-        run.status = status;
+        run.status = finish.status;
+        run.message = finish.message.clone();
+        run.next_attempt_at = finish
+            .retry_in
+            .map(|d| now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX / 2));
         if let Some(last) = run.attempts.last_mut() {
-            last.status = if status == RunStatus::Dead {
-                RunStatus::Failed
-            } else {
-                status
-            };
-            last.message = message;
+            last.status = finish.attempt_status;
+            last.message = finish.message.clone();
         }
         Ok(true)
+    }
+}
+
+impl Inner {
+    fn next_token(&mut self) -> i64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    /// Another run of the same job and partition is running with a fresh heartbeat.
+    fn has_fresh_running(&self, key: &SlotKey, now: DateTime<Utc>) -> bool {
+        self.runs.iter().any(|(k, r)| {
+            k.job == key.job
+                && k.partition == key.partition
+                && k != key
+                && r.status == RunStatus::Running
+                && !is_stale(r, now)
+        })
+    }
+
+    fn claim_new(&mut self, owner: &str, request: &ClaimRequest, now: DateTime<Utc>) -> Claim {
+        let key = &request.key;
+        let busy = request.overlap != Overlap::Allow && self.has_fresh_running(key, now);
+        let status = match (busy, request.overlap) {
+            (true, Overlap::Skip) => Some((
+                RunStatus::Skipped,
+                "overlap: a previous run is still running",
+            )),
+            (true, Overlap::BufferOne) => {
+                for (k, run) in self.runs.iter_mut() {
+                    if k.job == key.job
+                        && k.partition == key.partition
+                        && run.status == RunStatus::Pending
+                        && run.next_attempt_at.is_none()
+                    {
+                        run.status = RunStatus::Skipped;
+                        run.message = Some("overlap: superseded by a newer slot".into());
+                    }
+                }
+                Some((RunStatus::Pending, "overlap: waiting for the running slot"))
+            }
+            (true, Overlap::Replace) => {
+                for (k, run) in self.runs.iter_mut() {
+                    if k.job == key.job
+                        && k.partition == key.partition
+                        && run.status == RunStatus::Running
+                    {
+                        run.status = RunStatus::Abandoned;
+                        run.next_attempt_at = None;
+                        run.message = Some("replaced by a newer slot".into());
+                        if let Some(last) = run.attempts.last_mut() {
+                            last.status = RunStatus::Abandoned;
+                            last.message = Some("replaced by a newer slot".into());
+                        }
+                    }
+                }
+                None
+            }
+            _ => None,
+        };
+        let token = self.next_token();
+        self.next_run_id += 1;
+        let id = self.next_run_id;
+        let mut run = Run {
+            id,
+            status: RunStatus::Running,
+            owner: owner.to_owned(),
+            token,
+            heartbeat_at: now,
+            stale_after: request.stale_after,
+            trigger: request.trigger,
+            zone: request.zone.clone(),
+            wall: request.wall,
+            business_date: request.business_date,
+            next_attempt_at: None,
+            message: None,
+            attempts: vec![running_attempt(1, owner, token)],
+        };
+        if let Some((status, message)) = status {
+            run.status = status;
+            run.owner = String::new();
+            run.message = Some(message.to_owned());
+            run.attempts.clear();
+            self.runs.insert(key.clone(), run);
+            return Claim::Taken { status };
+        }
+        self.runs.insert(key.clone(), run);
+        Claim::Won(Lease {
+            run_id: id,
+            attempt: 1,
+            token,
+        })
+    }
+}
+
+/// A new attempt of an existing run for `owner`.
+fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>, why: &str) -> Lease {
+    if let Some(last) = run.attempts.last_mut()
+        && last.status == RunStatus::Running
+    {
+        last.status = RunStatus::Abandoned;
+        last.message = Some(why.to_owned());
+    }
+    run.status = RunStatus::Running;
+    run.token = token;
+    run.owner = owner.to_owned();
+    run.heartbeat_at = now;
+    run.next_attempt_at = None;
+    let attempt = run.attempts.len() as u32 + 1;
+    run.attempts.push(running_attempt(attempt, owner, token));
+    Lease {
+        run_id: run.id,
+        attempt,
+        token,
     }
 }
 

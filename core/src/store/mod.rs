@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use crate::guard::RunOutcome;
+use crate::ErrorClass;
+use crate::policy::Overlap;
 
 pub mod memory;
 
@@ -69,6 +70,8 @@ pub struct ClaimRequest {
     /// A `running` row whose heartbeat is older than this (by the store's clock) is abandoned and may be
     /// claimed again with a higher fencing token.
     pub stale_after: Duration,
+    /// What to do when another run of the same job and partition is `running` (and not stale).
+    pub overlap: Overlap,
 }
 
 /// A claimed attempt of a run. Every write about it carries its fencing token.
@@ -134,6 +137,98 @@ pub enum Claim {
     },
 }
 
+/// How an attempt ended, as the runtime decided it from the outcome and the job's retry policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    /// The run's new status: `succeeded`, `pending` (a retry is planned), `failed`, `dead` or
+    /// `abandoned`.
+    pub status: RunStatus,
+    /// The attempt's status: `succeeded`, `failed` or `abandoned`.
+    pub attempt_status: RunStatus,
+    /// For failures, whether a retry could help.
+    pub error_class: Option<ErrorClass>,
+    /// The error or the reason.
+    pub message: Option<String>,
+    /// When set, the run may be claimed again (by [`SlotStore::claim_due`]) this long after now, by
+    /// the store's clock. `None` leaves it alone.
+    pub retry_in: Option<Duration>,
+}
+
+impl Finish {
+    /// The attempt succeeded.
+    pub fn succeeded() -> Self {
+        Finish {
+            status: RunStatus::Succeeded,
+            attempt_status: RunStatus::Succeeded,
+            error_class: None,
+            message: None,
+            retry_in: None,
+        }
+    }
+
+    /// The attempt failed; with `retry_in` the run waits `pending` for another attempt, without it the
+    /// run ends `failed` (or `dead` for a permanent error).
+    pub fn failed(
+        class: ErrorClass,
+        message: impl Into<String>,
+        retry_in: Option<Duration>,
+    ) -> Self {
+        Finish {
+            status: match (class, retry_in) {
+                (ErrorClass::Permanent, _) => RunStatus::Dead,
+                (ErrorClass::Transient, Some(_)) => RunStatus::Pending,
+                (ErrorClass::Transient, None) => RunStatus::Failed,
+            },
+            attempt_status: RunStatus::Failed,
+            error_class: Some(class),
+            message: Some(message.into()),
+            retry_in: if class == ErrorClass::Permanent {
+                None
+            } else {
+                retry_in
+            },
+        }
+    }
+
+    /// The attempt stopped without an outcome; with `retry_in` another process may recover it then.
+    pub fn abandoned(reason: impl Into<String>, retry_in: Option<Duration>) -> Self {
+        Finish {
+            status: RunStatus::Abandoned,
+            attempt_status: RunStatus::Abandoned,
+            error_class: None,
+            message: Some(reason.into()),
+            retry_in,
+        }
+    }
+}
+
+/// A job whose overdue work [`SlotStore::claim_due`] may claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueSpec {
+    /// The job's name.
+    pub job: String,
+    /// Attempts in all; a stale or abandoned run that has had them all becomes `dead` instead.
+    pub max_attempts: u32,
+}
+
+/// A run claimed by [`SlotStore::claim_due`]: a retry, a recovered stale or abandoned attempt, or a
+/// buffered slot whose predecessor ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueClaim {
+    /// The slot.
+    pub key: SlotKey,
+    /// The new attempt.
+    pub lease: Lease,
+    /// Why the run exists.
+    pub trigger: Trigger,
+    /// The zone recorded with the run.
+    pub zone: String,
+    /// The wall time recorded with the run.
+    pub wall: NaiveDateTime,
+    /// The business date recorded with the run.
+    pub business_date: NaiveDate,
+}
+
 /// A store could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -148,25 +243,48 @@ pub enum StoreError {
 /// Slot rows: claim, heartbeat, finish, all fenced.
 #[async_trait]
 pub trait SlotStore: Send + Sync + 'static {
-    /// Claims every slot in `requests` for `owner`, in one round trip. A new slot becomes `running`
-    /// with attempt 1; a `running` row whose heartbeat is older than its `stale_after` (by the store's
-    /// clock) becomes a new attempt with a higher token; any other existing row is [`Claim::Taken`].
-    /// One answer per request, in order.
+    /// Claims every slot in `requests` for `owner`, in one round trip; one answer per request, in order.
+    ///
+    /// - A new slot becomes `running` with attempt 1 and a new token, unless another run of the same
+    ///   job and partition is `running` and not stale, in which case the request's [`Overlap`] decides:
+    ///   `Skip` records the slot `skipped` (message `overlap: a previous run is still running`) and
+    ///   answers `Taken { Skipped }`; `BufferOne` marks older waiting slots of the job `skipped` and
+    ///   records this one `pending` with no `next_attempt_at` (it waits), answering `Taken { Pending }`;
+    ///   `Replace` marks the running runs `abandoned` (message `replaced by a newer slot`, no
+    ///   `next_attempt_at`, so nothing recovers them) and claims the new slot; `Allow` claims it.
+    /// - A `running` row whose heartbeat is older than its `stale_after` (by the store's clock) becomes
+    ///   a new attempt with a higher token; its previous attempt is recorded `abandoned`.
+    /// - Any other existing row is [`Claim::Taken`] with its status.
+    ///
+    /// A batch holds at most one request per job and partition.
     async fn claim(&self, owner: &str, requests: &[ClaimRequest])
     -> Result<Vec<Claim>, StoreError>;
+
+    /// Claims, for `owner`, up to `limit` runs of the jobs in `specs` that are due for another attempt,
+    /// oldest slot first, in one round trip:
+    /// - `pending` or `abandoned` with `next_attempt_at` reached (retries, shutdown hand-overs);
+    /// - `pending` with no `next_attempt_at` (buffered) once no run of the same job and partition is
+    ///   `running` and fresh;
+    /// - `running` with a stale heartbeat (its attempt is recorded `abandoned`, message
+    ///   `heartbeat expired`).
+    ///
+    /// Each becomes `running` with attempt + 1 and a new token. A stale or abandoned run that already
+    /// had `max_attempts` attempts becomes `dead` instead and is not returned.
+    async fn claim_due(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, StoreError>;
 
     /// Refreshes the heartbeat of every attempt `owner` holds with one of `tokens`, in one statement,
     /// and returns the tokens still held. A token missing from the answer means ownership was lost.
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError>;
 
-    /// Records the outcome of an attempt, only if `owner` still holds it with `lease.token`. Returns
-    /// `false` when ownership was lost: nothing is written then.
-    async fn finish(
-        &self,
-        owner: &str,
-        lease: &Lease,
-        outcome: &RunOutcome,
-    ) -> Result<bool, StoreError>;
+    /// Records how an attempt ended, only if `owner` still holds the run with `lease.token` and it is
+    /// `running`. Returns `false` when ownership was lost: nothing is written then.
+    async fn finish(&self, owner: &str, lease: &Lease, finish: &Finish)
+    -> Result<bool, StoreError>;
 }
 
 /// A held cluster-wide lock.

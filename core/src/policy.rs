@@ -1,0 +1,192 @@
+//! Per-job policies: what happens on overlap, and how failed runs are retried.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// What happens when a slot falls due while a run of the same job (and partition) is still going
+/// anywhere in the cluster. Decided by the store at claim time, and recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Overlap {
+    /// The new slot is recorded `skipped` with the reason, and does not run (default).
+    #[default]
+    Skip,
+    /// The new slot waits (`pending`) and runs once the running one ends; a newer slot that falls due
+    /// meanwhile replaces it (the older waiting one is recorded `skipped`). At most one waits.
+    BufferOne,
+    /// The new slot runs alongside.
+    Allow,
+    /// The running one is told to stop (it loses ownership and is recorded `abandoned`, reason
+    /// `replaced`), and the new slot runs.
+    Replace,
+}
+
+impl Overlap {
+    /// The policy's name as written in attributes and stored.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::BufferOne => "buffer_one",
+            Overlap::Allow => "allow",
+            Overlap::Replace => "replace",
+        }
+    }
+}
+
+impl fmt::Display for Overlap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An overlap policy name that is not one of `skip`, `buffer_one`, `allow`, `replace`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown overlap policy `{0}`: expected skip, buffer_one, allow or replace")]
+pub struct UnknownOverlap(pub String);
+
+impl FromStr for Overlap {
+    type Err = UnknownOverlap;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            Overlap::Skip,
+            Overlap::BufferOne,
+            Overlap::Allow,
+            Overlap::Replace,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| UnknownOverlap(s.chars().take(64).collect()))
+    }
+}
+
+/// How a failed run is retried: a new attempt of the same run (same slot, same idempotency key), after a
+/// capped exponential backoff with jitter.
+///
+/// The default follows the seed article: at most 3 attempts, waiting `min(3600, 2^attempt × 30)`
+/// seconds, jittered down by up to a fifth so that replicas do not retry in step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included. `1` means never retry.
+    pub max_attempts: u32,
+    /// The wait after the first failed attempt, doubled after each further one.
+    pub base: Duration,
+    /// The longest wait.
+    pub cap: Duration,
+    /// Whether to shorten each wait by a random amount up to a fifth.
+    pub jitter: bool,
+    /// A limit on each attempt; an attempt that runs longer fails with a transient error.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_secs(60),
+            cap: Duration::from_secs(3600),
+            jitter: true,
+            timeout: None,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Never retry.
+    pub fn never() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// `max_attempts` attempts, waiting `base`, `2 × base`, ... up to `cap` in between.
+    pub fn exponential(max_attempts: u32, base: Duration, cap: Duration) -> Self {
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            base,
+            cap,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The same policy without jitter (for tests and predictable schedules).
+    #[must_use]
+    pub fn without_jitter(mut self) -> Self {
+        self.jitter = false;
+        self
+    }
+
+    /// The same policy with a limit on each attempt.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The wait before the attempt after `attempt` (1-based) failed, or `None` when `attempt` was the
+    /// last one allowed.
+    pub fn delay_after(&self, attempt: u32) -> Option<Duration> {
+        if attempt >= self.max_attempts {
+            return None;
+        }
+        let doublings = attempt.saturating_sub(1).min(32);
+        let wait = self
+            .base
+            .checked_mul(1 << doublings)
+            .unwrap_or(self.cap)
+            .min(self.cap);
+        Some(if self.jitter {
+            wait.mul_f64(1.0 - 0.2 * random_fraction())
+        } else {
+            wait
+        })
+    }
+}
+
+fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, RandomState};
+    (RandomState::new().hash_one(std::time::SystemTime::now()) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let p = RetryPolicy::exponential(10, Duration::from_secs(30), Duration::from_secs(3600))
+            .without_jitter();
+        let waits: Vec<_> = (1..10)
+            .map(|a| p.delay_after(a).unwrap().as_secs())
+            .collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        assert_eq!(p.delay_after(10), None);
+        assert_eq!(RetryPolicy::never().delay_after(1), None);
+    }
+
+    #[test]
+    fn jitter_only_shortens_by_up_to_a_fifth() {
+        let p = RetryPolicy::exponential(5, Duration::from_secs(100), Duration::from_secs(1000));
+        for _ in 0..200 {
+            let d = p.delay_after(2).unwrap();
+            assert!(
+                d <= Duration::from_secs(200) && d >= Duration::from_secs(160),
+                "{d:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn overlap_names_round_trip() {
+        for o in [
+            Overlap::Skip,
+            Overlap::BufferOne,
+            Overlap::Allow,
+            Overlap::Replace,
+        ] {
+            assert_eq!(o.as_str().parse::<Overlap>().unwrap(), o);
+        }
+        assert!("queue".parse::<Overlap>().is_err());
+    }
+}

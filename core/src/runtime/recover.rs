@@ -1,0 +1,99 @@
+//! The recovery loop: claims retries that fell due, stale attempts of dead processes, shutdown
+//! hand-overs and buffered slots, one store call per interval for all jobs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use slotguard_cron::{Slot, parse_zone};
+
+use super::{Candidate, JobEntry, Runtime, spawn_run};
+use crate::guard::local::RunningFlag;
+use crate::guard::slot::SlotGuard;
+use crate::guard::{GuardLevel, Permit};
+use crate::policy::Overlap;
+use crate::store::{DueSpec, Finish};
+
+/// How many overdue runs one call may claim: recovery after an outage is paced, never a storm.
+const BATCH: usize = 32;
+
+pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Duration) {
+    let by_name: HashMap<&str, &Arc<JobEntry>> = rt
+        .jobs
+        .iter()
+        .filter(|j| j.level == GuardLevel::Slot)
+        .map(|j| (&*j.name, j))
+        .collect();
+    if by_name.is_empty() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        // A job running here with overlap `skip` cannot take another attempt now: leave it to
+        // another replica, or to a later round.
+        let specs: Vec<DueSpec> = by_name
+            .values()
+            .filter(|j| j.overlap != Overlap::Skip || !j.running.load(Ordering::Acquire))
+            .map(|j| DueSpec {
+                job: j.name.to_string(),
+                max_attempts: j.retry.max_attempts,
+            })
+            .collect();
+        if specs.is_empty() {
+            continue;
+        }
+        let claims = match slots.store.claim_due(&slots.owner, &specs, BATCH).await {
+            Ok(claims) => claims,
+            Err(e) => {
+                tracing::warn!(error = %e, "recovery poll failed; will retry next interval");
+                continue;
+            }
+        };
+        for claim in claims {
+            let Some(job) = by_name.get(claim.key.job.as_str()).copied() else {
+                continue;
+            };
+            let mut permits: Vec<Box<dyn Permit>> = Vec::with_capacity(2);
+            if job.overlap == Overlap::Skip {
+                match RunningFlag::raise(job) {
+                    Some(flag) => permits.push(Box::new(flag)),
+                    None => {
+                        tracing::debug!(job = %job.name, "recovered attempt runs beside a tick that started meanwhile")
+                    }
+                }
+            }
+            let permit = slots.hold(claim.key.clone(), claim.lease, job.retry);
+            if rt.stop.is_cancelled() {
+                // Claimed while shutdown began: hand it straight back.
+                let back = Finish::abandoned("shutdown", Some(Duration::ZERO));
+                let _ = slots.store.finish(&slots.owner, &claim.lease, &back).await;
+                continue;
+            }
+            tracing::info!(
+                event = "job_recovered",
+                job = %job.name,
+                slot = %claim.key.scheduled_at,
+                run_id = claim.lease.run_id,
+                attempt = claim.lease.attempt,
+                token = claim.lease.token,
+                "claimed an attempt that fell due"
+            );
+            permits.push(Box::new(permit));
+            let zone = parse_zone(&claim.zone).unwrap_or(job.schedule.zone());
+            let candidate = Candidate {
+                job: Arc::clone(job),
+                slot: Slot {
+                    scheduled_at: claim.key.scheduled_at,
+                    wall: claim.wall,
+                    zone,
+                },
+                trigger: claim.trigger,
+            };
+            spawn_run(&rt, candidate, permits);
+        }
+    }
+}
