@@ -444,6 +444,7 @@ impl SchedulerBuilder {
             kill_after: self.kill_after,
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
+            store: self.backend.clone(),
         };
         Ok(Scheduler {
             runtime: Arc::new(runtime),

@@ -147,14 +147,17 @@ async fn panics_are_failures_and_release_the_flag() {
     let backend = MemoryBackend::with_clock(Arc::new(TokioClock::starting_at(at(START))));
     let scheduler = builder(TokioClock::starting_at(at(START)))
         .backend(backend.clone())
-        .job(Job::new("boom", "* * * * * *", move |_ctx: JobContext| {
-            let n = counter.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if n % 2 == 0 {
-                    panic!("kaboom {n}");
+        .job(
+            Job::new("boom", "* * * * * *", move |_ctx: JobContext| {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n % 2 == 0 {
+                        panic!("kaboom {n}");
+                    }
                 }
-            }
-        }))
+            })
+            .retry(slotguard::RetryPolicy::never()),
+        )
         .build()
         .unwrap();
     let handle = scheduler.start();
@@ -328,6 +331,7 @@ async fn heartbeat_loss_after_takeover_tells_the_job_and_refuses_its_outcome() {
         business_date: at("2026-03-08T07:00:00Z").date_naive(),
         fingerprint: 0,
         stale_after: Duration::from_secs(3),
+        overlap: slotguard::Overlap::Skip,
     };
     use slotguard::store::SlotStore;
     let claims = backend.claim("b", &[request]).await.unwrap();
@@ -513,4 +517,233 @@ async fn store_outage_skips_ticks_without_running_and_recovers() {
         .map(|s| s.format("%S").to_string())
         .collect();
     assert_eq!(seconds, ["00", "01", "04", "05"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_attempts_are_retried_with_backoff_then_dead() {
+    let clock = TokioClock::starting_at(at(START));
+    let backend = MemoryBackend::with_clock(Arc::new(clock));
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&attempts);
+    let handle = builder(clock)
+        .backend(backend.clone())
+        .recovery_interval(Duration::from_millis(500))
+        .job(
+            Job::new("settle", "0 * * * * *", move |ctx: JobContext| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push((
+                        ctx.scheduled_at(),
+                        ctx.attempt(),
+                        ctx.idempotency_key().to_owned(),
+                    ));
+                    if ctx.scheduled_at() == at("2026-03-08T07:00:00Z") && ctx.attempt() < 2 {
+                        return Err(JobError::from("bank timeout"));
+                    }
+                    if ctx.scheduled_at() == at("2026-03-08T07:01:00Z") {
+                        return Err(JobError::from("still down"));
+                    }
+                    Ok(())
+                }
+            })
+            .retry(
+                slotguard::RetryPolicy::exponential(
+                    3,
+                    Duration::from_secs(5),
+                    Duration::from_secs(60),
+                )
+                .without_jitter(),
+            ),
+        )
+        .build()
+        .unwrap()
+        .start();
+    sleep(90.0).await;
+    handle.shutdown().await;
+    let attempts = attempts.lock().unwrap().clone();
+    let first: Vec<_> = attempts
+        .iter()
+        .filter(|a| a.0 == at("2026-03-08T07:00:00Z"))
+        .map(|a| (a.1, a.2.clone()))
+        .collect();
+    assert_eq!(
+        first,
+        [
+            (1, "settle:2026-03-08T07:00:00Z".to_owned()),
+            (2, "settle:2026-03-08T07:00:00Z".to_owned())
+        ],
+        "a retry is a new attempt of the same slot, with the same key"
+    );
+    let second = attempts
+        .iter()
+        .filter(|a| a.0 == at("2026-03-08T07:01:00Z"))
+        .count();
+    assert_eq!(second, 3, "three attempts in all");
+    let runs = backend.runs();
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert_eq!(
+        runs[1].status,
+        RunStatus::Dead,
+        "attempts exhausted: needs a person"
+    );
+    assert_eq!(runs[1].attempts.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_attempt_timeout_fails_the_attempt() {
+    let backend = MemoryBackend::new();
+    let handle = builder(TokioClock::starting_at(at(START)))
+        .backend(backend.clone())
+        .job(
+            Job::new("slow", "0 * * * * *", |_ctx: JobContext| async {
+                sleep(10.0).await;
+            })
+            .retry(slotguard::RetryPolicy::never())
+            .timeout(Duration::from_secs(2)),
+        )
+        .build()
+        .unwrap()
+        .start();
+    sleep(5.0).await;
+    handle.shutdown().await;
+    let runs = backend.runs();
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    assert!(
+        runs[0].attempts[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("timed out after 2s"),
+        "{runs:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_shut_down_past_grace_hands_its_run_over_at_once() {
+    let clock = TokioClock::starting_at(at(START));
+    let backend = MemoryBackend::with_clock(Arc::new(clock));
+    let finished_by = Arc::new(Mutex::new(Vec::new()));
+    let job = |who: &'static str, work: f64| {
+        let finished_by = Arc::clone(&finished_by);
+        Job::new("export", "0 * * * * *", move |ctx: JobContext| {
+            let finished_by = Arc::clone(&finished_by);
+            async move {
+                tokio::select! {
+                    () = sleep(work) => {
+                        finished_by.lock().unwrap().push((who, ctx.attempt()));
+                        Ok(())
+                    }
+                    () = ctx.cancelled() => Err(JobError::from("told to stop")),
+                }
+            }
+        })
+    };
+    let a = builder(clock)
+        .instance_id("a")
+        .backend(backend.clone())
+        .grace_period(Duration::from_secs(1))
+        .kill_after(Duration::from_millis(200))
+        .job(job("a", 30.0))
+        .build()
+        .unwrap()
+        .start();
+    sleep(1.0).await; // "a" runs :00
+    let report = a.shutdown().await;
+    assert_eq!(report.abandoned, 1);
+    // "b" starts after the hand-over, with a 1-second recovery poll: it recovers the run at once,
+    // not after a stale heartbeat.
+    let b = builder(clock)
+        .instance_id("b")
+        .backend(backend.clone())
+        .recovery_interval(Duration::from_secs(1))
+        .job(job("b", 1.0))
+        .build()
+        .unwrap()
+        .start();
+    sleep(3.0).await;
+    b.shutdown().await;
+    assert_eq!(*finished_by.lock().unwrap(), [("b", 2)]);
+    let run = &backend.runs()[0];
+    assert_eq!(run.status, RunStatus::Succeeded);
+    assert_eq!(run.attempts[0].status, RunStatus::Abandoned);
+    assert_eq!(run.attempts[0].owner, "a");
+    assert_eq!(run.attempts[1].owner, "b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffer_one_runs_the_newest_waiting_slot_after_the_running_one() {
+    let clock = TokioClock::starting_at(at(START));
+    let backend = MemoryBackend::with_clock(Arc::new(clock));
+    let ledger = Ledger::default();
+    let handle = builder(clock)
+        .backend(backend.clone())
+        .recovery_interval(Duration::from_millis(100))
+        .job(
+            ledger
+                .job("sync", "* * * * * *", 2.5)
+                .overlap(slotguard::Overlap::BufferOne),
+        )
+        .build()
+        .unwrap()
+        .start();
+    sleep(6.0).await;
+    handle.shutdown().await;
+    assert_eq!(
+        ledger.max_running.load(Ordering::SeqCst),
+        1,
+        "never two at once"
+    );
+    let seconds: Vec<_> = ledger
+        .slots()
+        .iter()
+        .map(|s| s.format("%S").to_string())
+        .collect();
+    // :00 runs until :02.5; :01 waits and is superseded by :02, which runs next; and so on.
+    assert_eq!(&seconds[..2], ["00", "02"]);
+    let runs = backend.runs();
+    let skipped: Vec<_> = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Skipped)
+        .collect();
+    assert!(!skipped.is_empty());
+    assert!(
+        skipped
+            .iter()
+            .all(|r| r.message.as_deref() == Some("overlap: superseded by a newer slot")),
+        "{skipped:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn overlap_skip_records_the_skipped_slot_across_replicas() {
+    let clock = TokioClock::starting_at(at(START));
+    let backend = MemoryBackend::with_clock(Arc::new(clock));
+    let ledger = Ledger::default();
+    let mut handles = Vec::new();
+    for replica in ["a", "b"] {
+        handles.push(
+            builder(clock)
+                .instance_id(replica)
+                .backend(backend.clone())
+                .job(ledger.job("report", "* * * * * *", 1.5))
+                .build()
+                .unwrap()
+                .start(),
+        );
+    }
+    sleep(4.0).await;
+    for h in &handles {
+        h.shutdown().await;
+    }
+    assert_eq!(ledger.max_running.load(Ordering::SeqCst), 1);
+    let runs = backend.runs();
+    assert!(
+        runs.iter().any(|r| r.status == RunStatus::Skipped
+            && r.message.as_deref() == Some("overlap: a previous run is still running")),
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| matches!(r.status, RunStatus::Succeeded | RunStatus::Skipped))
+    );
 }

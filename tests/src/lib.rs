@@ -359,6 +359,45 @@ pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
             overlap,
         )
     };
+    // Recorded skips (the flag or the lock refused the slot): once, and never over an existing row.
+    let skipped = slot("ov_recorded", 0, Overlap::Skip);
+    backend
+        .record_skipped(
+            std::slice::from_ref(&skipped),
+            "overlap: a previous run is still running",
+        )
+        .await
+        .expect("record");
+    backend
+        .record_skipped(std::slice::from_ref(&skipped), "again")
+        .await
+        .expect("record");
+    assert_eq!(
+        taken(
+            &backend
+                .claim("a", std::slice::from_ref(&skipped))
+                .await
+                .expect("claim")[0]
+        ),
+        RunStatus::Skipped
+    );
+    let live = slot("ov_recorded", 1, Overlap::Skip);
+    let lease = won(&backend
+        .claim("a", std::slice::from_ref(&live))
+        .await
+        .expect("claim")[0]);
+    backend
+        .record_skipped(std::slice::from_ref(&live), "late")
+        .await
+        .expect("record");
+    assert_eq!(
+        backend
+            .heartbeat("a", &[lease.token])
+            .await
+            .expect("heartbeat"),
+        vec![lease.token]
+    );
+
     // skip
     let first = won(&backend
         .claim("a", &[slot("ov_skip", 0, Overlap::Skip)])

@@ -21,7 +21,7 @@ use crate::guard::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, Ski
 use crate::job::{ErrorClass, Handler};
 use crate::policy::{Overlap, RetryPolicy};
 use crate::state::StateMap;
-use crate::store::{ClaimRequest, SlotKey, Trigger};
+use crate::store::{Backend, ClaimRequest, SlotKey, Trigger};
 
 /// A validated job, as the runtime keeps it.
 pub(crate) struct JobEntry {
@@ -87,7 +87,12 @@ pub(crate) struct Runtime {
     pub(crate) kill_after: Duration,
     pub(crate) running: AtomicUsize,
     pub(crate) abandoned: AtomicUsize,
+    /// Where skipped slots of `slot`-level jobs are recorded.
+    pub(crate) store: Option<Arc<dyn Backend>>,
 }
+
+/// The reason recorded for a slot skipped because a run of its job was still going.
+pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
 
 /// The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
 /// due by then to a tick task, and never awaits a run.
@@ -186,9 +191,24 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
                 Decision::Skip(reason) => refused.push((i, reason)),
             }
         }
+        let mut overlapped = Vec::new();
         for (i, reason) in refused.into_iter().rev() {
             let (candidate, permits) = held.swap_remove(i);
             skip(&candidate, permits, &reason).await;
+            if candidate.job.level == GuardLevel::Slot
+                && matches!(
+                    reason,
+                    SkipReason::RunningHere | SkipReason::LockedElsewhere
+                )
+            {
+                overlapped.push(candidate.claim_request());
+            }
+        }
+        if let (Some(store), false) = (&rt.store, overlapped.is_empty()) {
+            // So that an audit can tell "skipped by policy" from "missed".
+            if let Err(e) = store.record_skipped(&overlapped, OVERLAP_SKIPPED).await {
+                tracing::warn!(error = %e, "could not record skipped slots");
+            }
         }
     }
     for (candidate, permits) in held {

@@ -261,6 +261,42 @@ impl SlotStore for MemoryBackend {
         Ok(claimed)
     }
 
+    async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        for request in requests {
+            if inner.runs.contains_key(&request.key) {
+                continue;
+            }
+            inner.next_run_id += 1;
+            let id = inner.next_run_id;
+            inner.runs.insert(
+                request.key.clone(),
+                Run {
+                    id,
+                    status: RunStatus::Skipped,
+                    owner: String::new(),
+                    token: 0,
+                    heartbeat_at: now,
+                    stale_after: request.stale_after,
+                    trigger: request.trigger,
+                    zone: request.zone.clone(),
+                    wall: request.wall,
+                    business_date: request.business_date,
+                    next_attempt_at: None,
+                    message: Some(reason.to_owned()),
+                    attempts: Vec::new(),
+                },
+            );
+        }
+        Ok(())
+    }
+
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
         let now = self.clock.now();
         let mut inner = self.lock();

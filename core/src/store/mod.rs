@@ -277,6 +277,15 @@ pub trait SlotStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError>;
 
+    /// Records slots that were not run because a run of the same job was still going here or held
+    /// the job's lock: each becomes a `skipped` row with `reason`, unless a row for it exists already
+    /// (then nothing changes). One round trip.
+    async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError>;
+
     /// Refreshes the heartbeat of every attempt `owner` holds with one of `tokens`, in one statement,
     /// and returns the tokens still held. A token missing from the answer means ownership was lost.
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError>;
