@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{Datelike, Months, NaiveDate, Weekday};
+use chrono::{Datelike, NaiveDate, Weekday};
 
 use crate::error::{Field, FieldError, ParseError, shown};
 
@@ -258,6 +258,74 @@ impl CronExpr {
 
     /// The first date on or after `from`, and not after `until`, that matches the date fields.
     pub(crate) fn next_date(&self, from: NaiveDate, until: NaiveDate) -> Option<NaiveDate> {
+        if self.nearest_weekday != 0 || self.last_weekday {
+            return self.next_date_by_day(from, until);
+        }
+        let mut date = from;
+        while date <= until {
+            let (month, day) = (date.month(), date.day());
+            if self.months & (1 << month) != 0 {
+                let last = last_day_of_month(date);
+                // Weekday of the 1st, 0 = Sunday; `day - 1` is at most 30.
+                let first_wd = (date.weekday().num_days_from_sunday() + 35 - (day - 1)) % 7;
+                let rest = self.day_mask(last, first_wd) & (u32::MAX << day);
+                if rest != 0 {
+                    let found = date.with_day(rest.trailing_zeros())?;
+                    return (found <= until).then_some(found);
+                }
+            }
+            date = first_of_next_month(date)?;
+        }
+        None
+    }
+
+    /// The days (bit `d` for day `d`) of a month with `last` days whose 1st falls on weekday
+    /// `first_wd` (0 = Sunday) that match the day fields, without `W` and `LW`.
+    fn day_mask(&self, last: u32, first_wd: u32) -> u32 {
+        let month_days = ((1u64 << (last + 1)) - 2) as u32;
+        let mut dom = self.days;
+        let mut before_last = self.days_before_last;
+        while before_last != 0 {
+            let n = before_last.trailing_zeros();
+            if n < last {
+                dom |= 1 << (last - n);
+            }
+            before_last &= before_last - 1;
+        }
+        // Bit k of `week`: the weekday of day k + 1 matches.
+        let wd = u64::from(self.weekdays & 0x7f);
+        let week = ((wd >> first_wd) | (wd << (7 - first_wd))) & 0x7f;
+        let repeated = week | week << 7 | week << 14 | week << 21 | week << 28;
+        let mut dow = (repeated << 1) as u32;
+        let mut nth = self.nth_weekdays;
+        while nth != 0 {
+            let bit = nth.trailing_zeros();
+            let (w, n) = (bit / 5, bit % 5);
+            let day = 1 + (w + 7 - first_wd) % 7 + 7 * n;
+            if day <= 31 {
+                dow |= 1 << day;
+            }
+            nth &= nth - 1;
+        }
+        let mut last_wds = self.last_weekdays;
+        if last_wds != 0 {
+            let last_wd = (first_wd + last - 1) % 7;
+            while last_wds != 0 {
+                let w = last_wds.trailing_zeros();
+                dow |= 1 << (last - (last_wd + 7 - w) % 7);
+                last_wds &= last_wds - 1;
+            }
+        }
+        let days = if self.dom_star || self.dow_star {
+            dom & dow
+        } else {
+            dom | dow
+        };
+        days & month_days
+    }
+
+    /// [`CronExpr::next_date`], one day at a time (for `W` and `LW`).
+    fn next_date_by_day(&self, from: NaiveDate, until: NaiveDate) -> Option<NaiveDate> {
         let mut date = from;
         while date <= until {
             if self.months & (1 << date.month()) == 0 {
@@ -323,13 +391,24 @@ fn next_bit(mask: u64, from: u32) -> Option<u32> {
 }
 
 fn first_of_next_month(date: NaiveDate) -> Option<NaiveDate> {
-    date.with_day(1)?.checked_add_months(Months::new(1))
+    let (year, month) = match date.month() {
+        12 => (date.year().checked_add(1)?, 1),
+        m => (date.year(), m + 1),
+    };
+    NaiveDate::from_ymd_opt(year, month, 1)
+}
+
+fn is_leap_year(year: i32) -> bool {
+    year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0)
 }
 
 pub(crate) fn last_day_of_month(date: NaiveDate) -> u32 {
-    first_of_next_month(date)
-        .and_then(|d| d.pred_opt())
-        .map_or(31, |d| d.day())
+    match date.month() {
+        2 if is_leap_year(date.year()) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 fn last_weekday_of_month(date: NaiveDate, last: u32) -> u32 {
@@ -579,6 +658,44 @@ mod tests {
         let long = format!("{} * * * *", "1".repeat(10_000));
         let msg = CronExpr::parse(&long).unwrap_err().to_string();
         assert!(msg.len() < 200, "{msg}");
+    }
+
+    #[test]
+    fn month_lengths_match_chrono() {
+        for year in (-1200..2800).step_by(1) {
+            for month in 1..=12 {
+                let d = date(year, month, 1);
+                let next = d.checked_add_months(chrono::Months::new(1)).unwrap();
+                assert_eq!(first_of_next_month(d), Some(next));
+                assert_eq!(last_day_of_month(d), next.pred_opt().unwrap().day());
+            }
+        }
+    }
+
+    #[test]
+    fn day_masks_match_day_by_day() {
+        let exprs = [
+            "0 0 * * *",
+            "0 0 L * *",
+            "0 0 L-3,L-30,5 * *",
+            "0 0 13 * 5",
+            "0 0 */2 * 1",
+            "0 0 * * 5#3,1#5,0#1",
+            "0 0 * * FRIL,SUNL",
+            "0 0 1-7 * 1L",
+            "0 0 L * 2#5",
+            "0 0 ? * MON-FRI",
+            "0 0 31 * 6L",
+        ];
+        for text in exprs {
+            let e = CronExpr::parse(text).unwrap();
+            let mut d = date(2023, 12, 20);
+            while d < date(2030, 3, 1) {
+                let expected = e.next_date_by_day(d, date(2040, 1, 1));
+                assert_eq!(e.next_date(d, date(2040, 1, 1)), expected, "{text} {d}");
+                d = d.succ_opt().unwrap();
+            }
+        }
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The slot engine: the instants at which a cron expression fires in an IANA zone under a DST policy.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 
-use chrono::{DateTime, Days, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{
+    DateTime, Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta, TimeZone, Utc,
+};
 use chrono_tz::Tz;
 
 use crate::{CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
@@ -42,6 +46,82 @@ pub struct Schedule {
     expr: CronExpr,
     zone: Tz,
     dst: DstPolicy,
+    /// Spans near the instants asked about, and near the dates searched (which can be weeks
+    /// later): two entries, so that the one does not keep evicting the other.
+    cache: [OffsetCache; 2],
+}
+
+/// A span of instants `[start, end]` over which the zone has one offset, remembered between calls so
+/// that most offset lookups need no search of the tz data. It only ever holds a union of overlapping
+/// spans the slot engine has established as regular (two equal offsets no more than a few days apart,
+/// the rule it reads the zone by), so an old or lost value is never wrong, only less useful.
+///
+/// A sequence lock: a reader retries nothing, it falls back to a lookup when a write was in progress.
+#[derive(Default)]
+struct OffsetCache {
+    /// Even when no write is in progress; 0 while empty.
+    seq: AtomicU64,
+    start: AtomicI64,
+    end: AtomicI64,
+    offset: AtomicI64,
+}
+
+impl OffsetCache {
+    fn get(&self) -> Option<(i64, i64, i64)> {
+        let before = self.seq.load(Ordering::Acquire);
+        if before == 0 || before & 1 == 1 {
+            return None;
+        }
+        let span = (
+            self.start.load(Ordering::Relaxed),
+            self.end.load(Ordering::Relaxed),
+            self.offset.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == before).then_some(span)
+    }
+
+    fn put(&self, start: i64, end: i64, offset: i64) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        if seq & 1 == 1
+            || self
+                .seq
+                .compare_exchange(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            // Another thread is writing: this span is not needed for correctness.
+            return;
+        }
+        fence(Ordering::Release);
+        self.start.store(start, Ordering::Relaxed);
+        self.end.store(end, Ordering::Relaxed);
+        self.offset.store(offset, Ordering::Relaxed);
+        self.seq.store(seq + 2, Ordering::Release);
+    }
+}
+
+impl Clone for OffsetCache {
+    fn clone(&self) -> Self {
+        OffsetCache::default()
+    }
+}
+
+impl PartialEq for OffsetCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for OffsetCache {}
+
+impl Hash for OffsetCache {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+impl fmt::Debug for OffsetCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OffsetCache")
+    }
 }
 
 /// A cron expression or zone that cannot be used.
@@ -94,7 +174,12 @@ impl fmt::Display for Slot {
 impl Schedule {
     /// A schedule from parts that are already valid.
     pub fn new(expr: CronExpr, zone: Tz, dst: DstPolicy) -> Self {
-        Schedule { expr, zone, dst }
+        Schedule {
+            expr,
+            zone,
+            dst,
+            cache: Default::default(),
+        }
     }
 
     /// Parses an expression and an IANA zone name, with the default DST policy.
@@ -157,6 +242,12 @@ impl Schedule {
         let quiet = self.offset_at(min_inst - LOOKBACK) == offset
             && self.offset_at(day_start(local_date) + DAY + MAX_OFFSET) == offset;
         let mut date = if quiet {
+            self.note_regular(
+                &self.cache[0],
+                min_inst - LOOKBACK,
+                day_start(local_date) + DAY + MAX_OFFSET,
+                offset,
+            );
             local_date
         } else {
             date_of(min_inst - LOOKBACK)
@@ -164,11 +255,15 @@ impl Schedule {
                 .unwrap_or(NaiveDate::MIN)
         };
         // Near the end of the calendar the search stops at its last day rather than not starting.
-        let until = date
-            .checked_add_days(Days::new(SEARCH_DAYS))
-            .unwrap_or(NaiveDate::MAX);
+        let until = search_end(date);
+        debug_assert_eq!(
+            until,
+            date.checked_add_days(Days::new(SEARCH_DAYS))
+                .unwrap_or(NaiveDate::MAX)
+        );
         let mut best: Option<(i64, i64)> = None;
         let mut previous: Option<(NaiveDate, Option<i64>)> = None;
+        let mut best_date = date;
         while let Some(next) = self.expr.next_date(date, until) {
             date = next;
             let d0 = day_start(date);
@@ -191,8 +286,18 @@ impl Schedule {
                 Some(off) => self.first_between(d0, d0, d0 + DAY, off, min_inst),
                 None => self.first_on_irregular_date(d0, min_inst),
             };
+            if found.is_some() && earliest(best, found) == found {
+                best_date = date;
+            }
             best = earliest(best, found);
             previous = Some((date, regular));
+            // A regular day read with `off`: every instant before the next day's start read with
+            // `off` has a wall time before that start, so no later date can have an earlier slot.
+            if let (Some((instant, _)), Some(off)) = (best, regular)
+                && d0 + DAY - off > instant
+            {
+                break;
+            }
             // The calendar's last day: what was found stands.
             let Some(next) = date.succ_opt() else {
                 break;
@@ -200,9 +305,19 @@ impl Schedule {
             date = next;
         }
         let (instant, wall) = best?;
+        let offset = wall - instant;
+        // Every candidate's wall time lies on the day it was found for.
+        let time = NaiveTime::from_num_seconds_from_midnight_opt(
+            u32::try_from(wall - day_start(best_date)).ok()?,
+            0,
+        )?;
+        let wall = best_date.and_time(time);
+        let scheduled_at = wall
+            .checked_sub_signed(TimeDelta::seconds(offset))?
+            .and_utc();
         Some(Slot {
-            scheduled_at: DateTime::from_timestamp(instant, 0)?,
-            wall: DateTime::from_timestamp(wall, 0)?.naive_utc(),
+            scheduled_at,
+            wall,
             zone: self.zone,
         })
     }
@@ -227,6 +342,14 @@ impl Schedule {
     /// nearest one: the tz database has no transitions out there, and the searches look a few days
     /// past the ends of the calendar.
     fn offset_at(&self, instant: i64) -> i64 {
+        for cache in &self.cache {
+            if let Some((start, end, offset)) = cache.get()
+                && start <= instant
+                && instant <= end
+            {
+                return offset;
+            }
+        }
         let clamped = instant.clamp(MIN_INSTANT, MAX_INSTANT);
         let utc = DateTime::from_timestamp(clamped, 0)
             .unwrap_or(DateTime::<Utc>::MIN_UTC)
@@ -244,7 +367,30 @@ impl Schedule {
     fn regular_offset(&self, d0: i64) -> Option<i64> {
         let before = self.offset_at(d0 - MAX_OFFSET);
         let after = self.offset_at(d0 + DAY + MAX_OFFSET);
-        (before == after).then_some(before)
+        if before != after {
+            return None;
+        }
+        self.note_regular(
+            &self.cache[1],
+            d0 - MAX_OFFSET,
+            d0 + DAY + MAX_OFFSET,
+            before,
+        );
+        Some(before)
+    }
+
+    /// Remembers that `[start, end]` was read as having the one offset `offset`.
+    fn note_regular(&self, cache: &OffsetCache, start: i64, end: i64, offset: i64) {
+        let (start, end) = match cache.get() {
+            Some((s, e, o)) if o == offset && s <= end && start <= e => {
+                if s <= start && end <= e {
+                    return;
+                }
+                (s.min(start), e.max(end))
+            }
+            _ => (start, end),
+        };
+        cache.put(start, end, offset);
     }
 
     /// The first matching wall time in `[lo, hi)` on the day starting at `d0`, read with `offset`, whose
@@ -374,6 +520,16 @@ fn earliest(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<(i64, i64)> 
         (a, None) => a,
         (None, b) => b,
     }
+}
+
+/// `date` plus [`SEARCH_DAYS`], or the calendar's last day: 400 Gregorian years are 146,097 days
+/// from any date, so this needs no day counting.
+fn search_end(date: NaiveDate) -> NaiveDate {
+    date.year()
+        .checked_add(400)
+        .and_then(|year| NaiveDate::from_ymd_opt(year, date.month(), date.day()))
+        .and_then(|d| d.succ_opt()?.succ_opt())
+        .unwrap_or(NaiveDate::MAX)
 }
 
 /// Wall-clock seconds (a naive date-time counted as if it were UTC) of the start of `date`.
@@ -536,6 +692,31 @@ mod tests {
         assert_eq!(slot.business_date().to_string(), "2104-02-29");
         let end = DateTime::<Utc>::MAX_UTC;
         assert_eq!(s.next_after(end), None);
+    }
+
+    #[test]
+    fn shared_offset_cache_gives_the_answers_of_a_fresh_schedule() {
+        let zones = ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe"];
+        for zone in zones {
+            let shared = Schedule::parse("*/20 1-3 * * *", zone).unwrap();
+            std::thread::scope(|scope| {
+                for thread in 0..4i64 {
+                    let shared = &shared;
+                    scope.spawn(move || {
+                        let start = at("2025-12-20T00:00:00Z").timestamp();
+                        for step in 0..3_000i64 {
+                            let t = DateTime::from_timestamp(
+                                start + (step * 4 + thread) * 2_777 + thread * 30_011,
+                                0,
+                            )
+                            .unwrap();
+                            let fresh = shared.clone();
+                            assert_eq!(shared.next_after(t), fresh.next_after(t), "{zone} {t}");
+                        }
+                    });
+                }
+            });
+        }
     }
 
     #[test]
