@@ -46,6 +46,7 @@ pub struct Scheduler {
     slots: Option<Arc<SlotGuard>>,
     recovery_interval: Duration,
     external: Option<CancellationToken>,
+    namespace: String,
 }
 
 impl fmt::Debug for Scheduler {
@@ -77,6 +78,29 @@ impl Scheduler {
     /// This process's instance id: the owner recorded on its locks and attempts.
     pub fn instance_id(&self) -> &str {
         &self.runtime.owner
+    }
+
+    /// Checks the store, then starts: registers this binary's lock keys in the store's key table (so two
+    /// binaries sharing a database cannot give one key to two jobs silently), and fails before claiming
+    /// anything if the store is unreachable or a key belongs to another job. The recommended way to
+    /// start with a database backend.
+    ///
+    /// # Errors
+    /// [`StoreError`](crate::store::StoreError) from the store, naming the colliding jobs.
+    pub async fn try_start(self) -> Result<SchedulerHandle, crate::store::StoreError> {
+        if let Some(backend) = &self.backend {
+            let keys: Vec<(i64, String)> = self
+                .runtime
+                .jobs
+                .iter()
+                .filter(|j| j.level >= GuardLevel::Lock)
+                .map(|j| (j.lock_key, j.name.to_string()))
+                .collect();
+            if !keys.is_empty() {
+                backend.register_lock_keys(&self.namespace, &keys).await?;
+            }
+        }
+        Ok(self.start())
     }
 
     /// Starts the timer. Must be called inside a tokio runtime.
@@ -456,6 +480,7 @@ impl SchedulerBuilder {
                 .unwrap_or(self.stale_after / 3)
                 .max(Duration::from_millis(10)),
             external: self.external,
+            namespace: self.namespace,
         })
     }
 }

@@ -148,3 +148,40 @@ fn derived_lock_keys_are_stable() {
         slotguard::derive_lock_key("b", "job")
     );
 }
+
+#[tokio::test]
+async fn two_binaries_sharing_a_store_cannot_share_a_lock_key() {
+    let store = slotguard::MemoryBackend::new();
+    let first = Scheduler::builder()
+        .backend(store.clone())
+        .lock_namespace("billing")
+        .job(job("invoices", "0 2 * * *").lock_key(77))
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap();
+    first.shutdown().await;
+    // The same binary again is fine.
+    let again = Scheduler::builder()
+        .backend(store.clone())
+        .lock_namespace("billing")
+        .job(job("invoices", "0 2 * * *").lock_key(77))
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap();
+    again.shutdown().await;
+    let err = Scheduler::builder()
+        .backend(store)
+        .lock_namespace("reports")
+        .job(job("weekly", "0 3 * * 1").lock_key(77))
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("invoices") && msg.contains("weekly"), "{msg}");
+}

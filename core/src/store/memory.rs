@@ -32,6 +32,7 @@ struct Inner {
     next_run_id: i64,
     next_token: i64,
     locks: HashMap<i64, (String, CancellationToken)>,
+    lock_keys: HashMap<i64, (String, String)>,
     unavailable: bool,
 }
 
@@ -474,6 +475,30 @@ impl LockStore for MemoryBackend {
                 Some(LockLease { key, lost })
             })
             .collect())
+    }
+
+    async fn register_lock_keys(
+        &self,
+        namespace: &str,
+        keys: &[(i64, String)],
+    ) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        for (key, job) in keys {
+            if let Some((ns, other)) = inner.lock_keys.get(key)
+                && (ns != namespace || other != job)
+            {
+                return Err(StoreError::Rejected(format!(
+                    "lock key {key} of job `{job}` (namespace `{namespace}`) is registered to job `{other}` (namespace `{ns}`)"
+                )));
+            }
+        }
+        for (key, job) in keys {
+            inner
+                .lock_keys
+                .insert(*key, (namespace.to_owned(), job.clone()));
+        }
+        Ok(())
     }
 
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {

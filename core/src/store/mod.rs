@@ -317,6 +317,17 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Releases keys `owner` holds.
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError>;
+
+    /// Records which job each key belongs to, so that two binaries sharing a store cannot use one key
+    /// for different jobs without noticing. Fails with [`StoreError::Rejected`] naming both jobs when a
+    /// key is registered to another job. The default records nothing (a store private to one process).
+    async fn register_lock_keys(
+        &self,
+        _namespace: &str,
+        _keys: &[(i64, String)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// A store for every guard level: what [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend)
