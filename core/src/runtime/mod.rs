@@ -195,12 +195,10 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
         for (i, reason) in refused.into_iter().rev() {
             let (candidate, permits) = held.swap_remove(i);
             skip(&candidate, permits, &reason).await;
-            if candidate.job.level == GuardLevel::Slot
-                && matches!(
-                    reason,
-                    SkipReason::RunningHere | SkipReason::LockedElsewhere
-                )
-            {
+            // Only this process's own flag proves a previous run is still going. A lock held
+            // elsewhere may be another replica working on this very slot, which must not be
+            // recorded as skipped under it.
+            if candidate.job.level == GuardLevel::Slot && reason == SkipReason::RunningHere {
                 overlapped.push(candidate.claim_request());
             }
         }

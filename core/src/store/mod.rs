@@ -277,8 +277,8 @@ pub trait SlotStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError>;
 
-    /// Records slots that were not run because a run of the same job was still going here or held
-    /// the job's lock: each becomes a `skipped` row with `reason`, unless a row for it exists already
+    /// Records slots that were not run because a run of the same job was still going in this process:
+    /// each becomes a `skipped` row with `reason`, unless a row for it exists already
     /// (then nothing changes). One round trip.
     async fn record_skipped(
         &self,
