@@ -95,7 +95,7 @@ pub(crate) fn parse_status(value: &str) -> Result<RunStatus, PgError> {
     })
 }
 
-fn parse_trigger(value: &str) -> Result<Trigger, PgError> {
+pub(crate) fn parse_trigger(value: &str) -> Result<Trigger, PgError> {
     Ok(match value {
         "schedule" => Trigger::Schedule,
         "catch_up" => Trigger::CatchUp,

@@ -61,10 +61,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use slotguard::ErrorClass;
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, Lease, LockLease, LockStore, RunStatus, SlotStore, StoreError,
+    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
+    RunStatus, SlotKey, SlotStore, StoreError,
 };
-use slotguard::{ErrorClass, RunOutcome};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Row};
 use tokio_util::sync::CancellationToken;
@@ -420,37 +421,11 @@ impl SlotStore for PgBackend {
             return Ok(Vec::new());
         }
         let n = requests.len();
-        let mut jobs = Vec::with_capacity(n);
-        let mut slots = Vec::with_capacity(n);
-        let mut partitions = Vec::with_capacity(n);
-        let mut triggers = Vec::with_capacity(n);
-        let mut zones = Vec::with_capacity(n);
-        let mut walls = Vec::with_capacity(n);
-        let mut dates = Vec::with_capacity(n);
-        let mut fingerprints = Vec::with_capacity(n);
-        let mut stale = Vec::with_capacity(n);
-        for r in requests {
-            jobs.push(r.key.job.as_str());
-            slots.push(r.key.scheduled_at);
-            partitions.push(r.key.partition.as_str());
-            triggers.push(r.trigger.as_str());
-            zones.push(r.zone.as_str());
-            walls.push(r.wall);
-            dates.push(r.business_date);
-            fingerprints.push(i64::from_ne_bytes(r.fingerprint.to_ne_bytes()));
-            stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
-        }
-        let rows = sqlx::query(sql(&self.inner.statements.claim))
-            .bind(owner)
-            .bind(&jobs)
-            .bind(&slots)
-            .bind(&partitions)
-            .bind(&triggers)
-            .bind(&zones)
-            .bind(&walls)
-            .bind(&dates)
-            .bind(&fingerprints)
-            .bind(&stale)
+        let cols = RequestColumns::new(requests);
+        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
+        let rows = cols
+            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
+            .bind(&overlaps)
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -479,7 +454,7 @@ impl SlotStore for PgBackend {
                             status: match seen {
                                 Some(s) => inspect::parse_status(&s)?,
                                 // Inserted by a concurrent claim after this statement's snapshot;
-                                // claims insert `running`.
+                                // claims insert `running` unless the overlap policy said otherwise.
                                 None => RunStatus::Running,
                             },
                         }
@@ -507,37 +482,22 @@ impl SlotStore for PgBackend {
         &self,
         owner: &str,
         lease: &Lease,
-        outcome: &RunOutcome,
+        finish: &Finish,
     ) -> Result<bool, StoreError> {
-        let (run_status, attempt_status, class, message) = match outcome {
-            RunOutcome::Succeeded => (RunStatus::Succeeded, RunStatus::Succeeded, None, None),
-            RunOutcome::Failed { class, message } => {
-                let (run_status, class) = match class {
-                    ErrorClass::Permanent => (RunStatus::Dead, "permanent"),
-                    ErrorClass::Transient => (RunStatus::Failed, "transient"),
-                };
-                (
-                    run_status,
-                    RunStatus::Failed,
-                    Some(class),
-                    Some(message.as_str()),
-                )
-            }
-            RunOutcome::Abandoned { reason } => (
-                RunStatus::Abandoned,
-                RunStatus::Abandoned,
-                None,
-                Some(reason.as_str()),
-            ),
-        };
+        let class = finish.error_class.map(|c| match c {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Permanent => "permanent",
+        });
+        let retry_in = finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER)));
         let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
             .bind(lease.run_id)
             .bind(lease.token)
             .bind(owner)
-            .bind(run_status.as_str())
-            .bind(attempt_status.as_str())
+            .bind(finish.status.as_str())
+            .bind(finish.attempt_status.as_str())
             .bind(class)
-            .bind(message)
+            .bind(finish.message.as_deref())
+            .bind(retry_in)
             .fetch_one(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -547,11 +507,137 @@ impl SlotStore for PgBackend {
                 attempt = lease.attempt,
                 token = lease.token,
                 owner,
-                outcome = outcome.label(),
+                status = finish.status.as_str(),
                 "fenced write refused: the attempt no longer holds the run"
             );
         }
         Ok(matched > 0)
+    }
+
+    /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
+    async fn claim_due(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        if specs.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
+        let max_attempts: Vec<i32> = specs
+            .iter()
+            .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
+            .collect();
+        let rows = sqlx::query(sql(&self.inner.statements.claim_due))
+            .bind(owner)
+            .bind(&jobs)
+            .bind(&max_attempts)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        rows.iter()
+            .map(|row| -> Result<DueClaim, PgError> {
+                let attempt: i32 = row.try_get("attempt")?;
+                let trigger: String = row.try_get("trigger")?;
+                Ok(DueClaim {
+                    key: SlotKey {
+                        job: row.try_get("job_name")?,
+                        scheduled_at: row.try_get("scheduled_at")?,
+                        partition: row.try_get("partition_key")?,
+                    },
+                    lease: Lease {
+                        run_id: row.try_get("id")?,
+                        attempt: u32::try_from(attempt).unwrap_or(0),
+                        token: row.try_get("fencing_token")?,
+                    },
+                    trigger: inspect::parse_trigger(&trigger)?,
+                    zone: row.try_get("zone")?,
+                    wall: row.try_get("wall_time")?,
+                    business_date: row.try_get("business_date")?,
+                })
+            })
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+
+    /// One statement for the batch (`ON CONFLICT DO NOTHING`).
+    async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        RequestColumns::new(requests)
+            .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(())
+    }
+}
+
+/// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take
+/// them (`$2` to `$10`).
+struct RequestColumns<'a> {
+    jobs: Vec<&'a str>,
+    slots: Vec<chrono::DateTime<chrono::Utc>>,
+    partitions: Vec<&'a str>,
+    triggers: Vec<&'static str>,
+    zones: Vec<&'a str>,
+    walls: Vec<chrono::NaiveDateTime>,
+    dates: Vec<chrono::NaiveDate>,
+    fingerprints: Vec<i64>,
+    stale: Vec<i64>,
+}
+
+impl<'a> RequestColumns<'a> {
+    fn new(requests: &'a [ClaimRequest]) -> Self {
+        let n = requests.len();
+        let mut cols = RequestColumns {
+            jobs: Vec::with_capacity(n),
+            slots: Vec::with_capacity(n),
+            partitions: Vec::with_capacity(n),
+            triggers: Vec::with_capacity(n),
+            zones: Vec::with_capacity(n),
+            walls: Vec::with_capacity(n),
+            dates: Vec::with_capacity(n),
+            fingerprints: Vec::with_capacity(n),
+            stale: Vec::with_capacity(n),
+        };
+        for r in requests {
+            cols.jobs.push(r.key.job.as_str());
+            cols.slots.push(r.key.scheduled_at);
+            cols.partitions.push(r.key.partition.as_str());
+            cols.triggers.push(r.trigger.as_str());
+            cols.zones.push(r.zone.as_str());
+            cols.walls.push(r.wall);
+            cols.dates.push(r.business_date);
+            cols.fingerprints
+                .push(i64::from_ne_bytes(r.fingerprint.to_ne_bytes()));
+            cols.stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
+        }
+        cols
+    }
+
+    /// Binds `$2` to `$10` onto a query whose `$1` is bound.
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.jobs)
+            .bind(&self.slots)
+            .bind(&self.partitions)
+            .bind(&self.triggers)
+            .bind(&self.zones)
+            .bind(&self.walls)
+            .bind(&self.dates)
+            .bind(&self.fingerprints)
+            .bind(&self.stale)
     }
 }
 

@@ -28,6 +28,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "lock keys",
         sql: include_str!("../migrations/0002_lock_keys.sql"),
     },
+    Migration {
+        version: 3,
+        description: "overlap and due indexes",
+        sql: include_str!("../migrations/0003_overlap_and_due.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -12,52 +12,136 @@ use sqlx::AssertSqlSafe;
 ///
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
-/// business dates, `$9` fingerprints, `$10` stale-after in microseconds.
+/// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies.
 ///
 /// How it stays exclusive with any number of claimers:
 /// - `req` draws one fencing token per request, in request order (so a batch's tokens rise in its
 ///   order), and `first` keeps one request per slot (a slot twice in a batch is won at most once).
-/// - `ins` inserts every slot; a slot whose row exists is left alone (`DO NOTHING`: no row lock, no
-///   new row version). When two claimers insert the same new slot, the second waits for the first
-///   to commit and then does nothing. Rows are inserted in slot-key order, so two claimers with
-///   overlapping batches wait on each other in one direction only and cannot deadlock.
+/// - `decided` applies the overlap policy to each request: unless it is `allow`, a request whose job
+///   and partition has another run `running` with a fresh heartbeat (database clock, statement
+///   snapshot) is decided by its policy (`skip`, `buffer_one`, `replace`); any other is `claim`.
+///   The decision only matters for a new slot: an existing row is never changed by it.
+/// - `ins` inserts every slot: `running` (attempt 1, the request's token) when decided `claim` or
+///   `replace`, `skipped` for `skip`, `pending` with no `next_attempt_at` for `buffer_one` (attempt
+///   0, no owner; they take the request's token only because the column is unique and not null). A
+///   slot whose row exists is left alone (`DO NOTHING`: no row lock, no new row version). When two
+///   claimers insert the same new slot, the second waits for the first to commit and then does
+///   nothing. Rows are inserted in slot-key order, so two claimers with overlapping batches wait on
+///   each other in one direction only and cannot deadlock.
+/// - `superseded` (for a slot inserted `pending`) marks the other waiting slots of its job and
+///   partition `skipped`: at most one waits. `replaced` (for a slot inserted by `replace`) marks the
+///   job and partition's `running` runs `abandoned` with no `next_attempt_at`, so that neither
+///   `claim_due` nor their holders' heartbeats and fenced writes touch them again;
+///   `replaced_attempts` closes their attempts. Neither sees the rows `ins` inserted (one snapshot).
 /// - `stale` finds existing rows that are `running` with an expired heartbeat (database clock) and
 ///   locks them `FOR UPDATE SKIP LOCKED`: of two claimers racing for one abandoned row, one locks
 ///   it and the other skips it (`Taken`); a claimer that comes after the winner committed re-reads
-///   the row, finds its fresh heartbeat and skips it too. Claims therefore never wait on row locks.
+///   the row, finds its fresh heartbeat and skips it too. Claims therefore never wait on row locks
+///   (except `replaced`, which waits for a concurrent writer of a running row to commit).
 /// - `upd` re-claims the locked rows: new owner, the request's token, attempt + 1. Its WHERE
 ///   repeats the staleness test and demands a higher token, as a second line of defence.
 /// - `abandon` closes the previous attempt of each re-claimed run; `attempts` opens an attempt row
 ///   for every win.
-/// - The final SELECT answers per request, in order. A request that won carries its lease. One
-///   that lost carries the row's status as of the statement's snapshot; a row that is not even in
-///   the snapshot was inserted by a concurrent claim, which always inserts `running` (NULL here).
+/// - The final SELECT answers per request, in order. A request that inserted a `running` row or
+///   re-claimed a stale one carries its lease; one that inserted a `skipped` or `pending` row
+///   carries that status. One that lost carries the row's status as of the statement's snapshot; a
+///   row that is not even in the snapshot was inserted by a concurrent claim (NULL here: reported
+///   `running`, the common case).
+///
+/// The overlap check reads the statement's snapshot: two claimers claiming *different* new slots of
+/// one job and partition at the same instant do not see each other's uncommitted rows, and both may
+/// run (or both wait, with `buffer_one`). Overlap across replicas is decided against runs that were
+/// committed when the claim began.
 pub(crate) const CLAIM: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[])
+                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[])
          WITH ORDINALITY
          AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
-              business_date, fingerprint, stale_after_us, ord)
+              business_date, fingerprint, stale_after_us, overlap, ord)
 ),
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
     FROM req
     ORDER BY job_name, scheduled_at, partition_key, ord
 ),
+decided AS (
+    SELECT f.*,
+           CASE
+               WHEN f.overlap = 'allow' THEN 'claim'
+               WHEN EXISTS (
+                   SELECT 1
+                   FROM {schema}.job_runs o
+                   WHERE o.job_name = f.job_name
+                     AND o.partition_key = f.partition_key
+                     AND o.status = 'running'
+                     AND o.scheduled_at <> f.scheduled_at
+                     AND o.heartbeat_at + o.stale_after >= now()
+               ) THEN f.overlap
+               ELSE 'claim'
+           END AS decision
+    FROM first f
+),
 ins AS (
     INSERT INTO {schema}.job_runs AS j
         (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
-         stale_after, created_at, updated_at, started_at, zone, wall_time, business_date, "trigger",
-         schedule_fingerprint)
-    SELECT job_name, scheduled_at, partition_key, 'running', 1, $1, token, now(),
-           stale_after_us * interval '1 microsecond', now(), now(), now(), zone, wall_time,
-           business_date, trigger_kind, fingerprint
-    FROM first
+         stale_after, created_at, updated_at, started_at, finished_at, error_message, zone,
+         wall_time, business_date, "trigger", schedule_fingerprint)
+    SELECT job_name, scheduled_at, partition_key,
+           CASE decision WHEN 'skip' THEN 'skipped' WHEN 'buffer_one' THEN 'pending'
+                ELSE 'running' END,
+           CASE WHEN decision IN ('skip', 'buffer_one') THEN 0 ELSE 1 END,
+           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE $1 END,
+           token,
+           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE now() END,
+           stale_after_us * interval '1 microsecond', now(), now(),
+           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE now() END,
+           CASE WHEN decision = 'skip' THEN now() END,
+           CASE decision
+               WHEN 'skip' THEN 'overlap: a previous run is still running'
+               WHEN 'buffer_one' THEN 'overlap: waiting for the running slot'
+           END,
+           zone, wall_time, business_date, trigger_kind, fingerprint
+    FROM decided
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
+    RETURNING j.id, j.job_name, j.scheduled_at, j.partition_key, j.status, j.attempt,
+              j.fencing_token
+),
+superseded AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'skipped',
+        error_message = 'overlap: superseded by a newer slot',
+        finished_at = now(),
+        updated_at = now()
+    FROM ins i
+    WHERE i.status = 'pending'
+      AND j.job_name = i.job_name
+      AND j.partition_key = i.partition_key
+      AND j.status = 'pending'
+      AND j.next_attempt_at IS NULL
+),
+replaced AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'abandoned',
+        next_attempt_at = NULL,
+        error_message = 'replaced by a newer slot',
+        finished_at = now(),
+        updated_at = now()
+    FROM ins i
+    JOIN decided d ON d.token = i.fencing_token
+    WHERE d.decision = 'replace'
+      AND j.job_name = i.job_name
+      AND j.partition_key = i.partition_key
+      AND j.status = 'running'
     RETURNING j.id, j.attempt, j.fencing_token
+),
+replaced_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = now(), message = 'replaced by a newer slot'
+    FROM replaced r
+    WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
 ),
 stale AS (
     SELECT j.id, f.ord, f.token, f.stale_after_us
@@ -78,6 +162,7 @@ upd AS (
         heartbeat_at = now(),
         stale_after = s.stale_after_us * interval '1 microsecond',
         started_at = now(),
+        finished_at = NULL,
         updated_at = now(),
         next_attempt_at = NULL
     FROM stale s
@@ -95,23 +180,157 @@ abandon AS (
 ),
 attempts AS (
     INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
-    SELECT id, attempt, $1, fencing_token, 'running', now() FROM ins
+    SELECT id, attempt, $1, fencing_token, 'running', now() FROM ins WHERE status = 'running'
     UNION ALL
     SELECT id, attempt, $1, fencing_token, 'running', now() FROM upd
 )
 SELECT r.ord,
-       COALESCE(i.id, u.id) AS run_id,
-       COALESCE(i.attempt, u.attempt) AS attempt,
-       COALESCE(i.fencing_token, u.fencing_token) AS token,
-       cur.status AS seen_status
+       CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.id ELSE u.id END
+           AS run_id,
+       CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.attempt
+            ELSE u.attempt END AS attempt,
+       CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.fencing_token
+            ELSE u.fencing_token END AS token,
+       COALESCE(i.status, cur.status) AS seen_status
 FROM req r
-LEFT JOIN ins i ON i.fencing_token = r.token
+LEFT JOIN ins i
+       ON i.job_name = r.job_name
+      AND i.scheduled_at = r.scheduled_at
+      AND i.partition_key = r.partition_key
 LEFT JOIN upd u ON u.ord = r.ord
 LEFT JOIN {schema}.job_runs cur
        ON cur.job_name = r.job_name
       AND cur.scheduled_at = r.scheduled_at
       AND cur.partition_key = r.partition_key
 ORDER BY r.ord
+"#;
+
+/// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
+///
+/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts` (same length), `$4` limit.
+///
+/// - `spec` keeps one entry per job (the first).
+/// - A run is due when it is `pending` or `abandoned` with `next_attempt_at` reached, `pending`
+///   with no `next_attempt_at` (buffered) while no other run of its job and partition is `running`
+///   with a fresh heartbeat, or `running` with a stale heartbeat (database clock throughout).
+/// - `exhausted` locks the due runs that are stale or abandoned and have had `max_attempts`
+///   attempts; `dead` marks them `dead` and `dead_attempts` closes a still-running attempt.
+///   They are not returned and do not count towards the limit.
+/// - `due` locks the others, oldest slot first, `LIMIT $4`, `FOR UPDATE SKIP LOCKED`: concurrent
+///   callers each take rows no one else holds, never wait, and a row re-claimed and committed by
+///   another caller after this statement's snapshot is re-checked on its new version (now fresh
+///   `running`) and dropped. The two sets are disjoint by their conditions.
+/// - `upd` makes each `running` with attempt + 1, a new token, a fresh heartbeat; `abandon` closes
+///   a stale run's previous attempt (`heartbeat expired`); `attempts` opens the new attempt rows.
+pub(crate) const CLAIM_DUE: &str = r#"
+WITH spec AS (
+    SELECT DISTINCT ON (job_name) job_name, max_attempts
+    FROM unnest($2::text[], $3::integer[]) WITH ORDINALITY AS s(job_name, max_attempts, ord)
+    ORDER BY job_name, ord
+),
+exhausted AS (
+    SELECT j.id, s.max_attempts
+    FROM {schema}.job_runs j
+    JOIN spec s ON s.job_name = j.job_name
+    WHERE j.attempt >= s.max_attempts
+      AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
+    ORDER BY j.scheduled_at, j.job_name, j.partition_key
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+),
+due AS (
+    SELECT j.id
+    FROM {schema}.job_runs j
+    JOIN spec s ON s.job_name = j.job_name
+    WHERE (j.status = 'pending' AND j.next_attempt_at <= now())
+       OR (j.status = 'pending' AND j.next_attempt_at IS NULL
+           AND NOT EXISTS (
+               SELECT 1
+               FROM {schema}.job_runs o
+               WHERE o.job_name = j.job_name
+                 AND o.partition_key = j.partition_key
+                 AND o.id <> j.id
+                 AND o.status = 'running'
+                 AND o.heartbeat_at + o.stale_after >= now()
+           ))
+       OR (j.attempt < s.max_attempts
+           AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
+                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())))
+    ORDER BY j.scheduled_at, j.job_name, j.partition_key
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+),
+dead AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'dead',
+        next_attempt_at = NULL,
+        error_message = format('attempts exhausted (%s of %s)', j.attempt, x.max_attempts),
+        finished_at = now(),
+        updated_at = now()
+    FROM exhausted x
+    WHERE j.id = x.id
+    RETURNING j.id, j.attempt
+),
+dead_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    FROM dead d
+    WHERE a.run_id = d.id AND a.attempt = d.attempt AND a.status = 'running'
+),
+upd AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'running',
+        attempt = j.attempt + 1,
+        owner = $1,
+        fencing_token = nextval('{schema}.fencing_tokens'),
+        heartbeat_at = now(),
+        started_at = now(),
+        finished_at = NULL,
+        next_attempt_at = NULL,
+        updated_at = now()
+    FROM due d
+    WHERE j.id = d.id
+      AND j.status IN ('pending', 'abandoned', 'running')
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
+              j."trigger", j.zone, j.wall_time, j.business_date
+),
+abandon AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    FROM upd u
+    WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
+),
+attempts AS (
+    INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
+    SELECT id, attempt, $1, fencing_token, 'running', now() FROM upd
+)
+SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
+       wall_time, business_date
+FROM upd
+ORDER BY scheduled_at, job_name, partition_key
+"#;
+
+/// Records slots as `skipped` with reason `$1`, unless a row for the slot exists; one statement.
+///
+/// Parameters: `$1` reason, then per request: `$2` job names, `$3` slot instants, `$4` partition
+/// keys, `$5` triggers, `$6` zones, `$7` wall times, `$8` business dates, `$9` fingerprints, `$10`
+/// stale-after in microseconds. A skipped row has attempt 0, no owner and a token of its own (the
+/// column is unique and not null); nothing ever claims it.
+pub(crate) const RECORD_SKIPPED: &str = r#"
+INSERT INTO {schema}.job_runs AS j
+    (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
+     stale_after, created_at, updated_at, finished_at, error_message, zone, wall_time,
+     business_date, "trigger", schedule_fingerprint)
+SELECT r.job_name, r.scheduled_at, r.partition_key, 'skipped', 0, NULL,
+       nextval('{schema}.fencing_tokens'), NULL, r.stale_after_us * interval '1 microsecond',
+       now(), now(), now(), $1, r.zone, r.wall_time, r.business_date, r.trigger_kind, r.fingerprint
+FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+            $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[])
+     AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
+          business_date, fingerprint, stale_after_us)
+ORDER BY r.job_name, r.scheduled_at, r.partition_key
+ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
 "#;
 
 /// Refreshes the heartbeat of every attempt `$1` holds with a token in `$2`.
@@ -122,16 +341,18 @@ WHERE owner = $1 AND fencing_token = ANY($2) AND status = 'running'
 RETURNING fencing_token
 ";
 
-/// Records an attempt's outcome on the run and on its attempt row, only while `$3` holds run `$1`
-/// with token `$2`. Answers how many run rows matched (0 or 1).
+/// Records how an attempt ended on the run and on its attempt row, only while `$3` holds run `$1`
+/// with token `$2` and the run is `running`. Answers how many run rows matched (0 or 1).
 ///
-/// `$4` run status, `$5` attempt status, `$6` error class, `$7` message.
+/// `$4` run status, `$5` attempt status, `$6` error class, `$7` message, `$8` microseconds until
+/// the run is due again (`NULL`: not due; `next_attempt_at` is cleared).
 pub(crate) const FINISH: &str = "
 WITH run AS (
     UPDATE {schema}.job_runs
     SET status = $4,
         error_class = $6,
         error_message = $7,
+        next_attempt_at = now() + $8::bigint * interval '1 microsecond',
         finished_at = now(),
         updated_at = now()
     WHERE id = $1 AND fencing_token = $2 AND owner = $3 AND status = 'running'
@@ -184,6 +405,8 @@ ORDER BY r.job_name, r.scheduled_at, r.partition_key, a.attempt
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
+    pub(crate) claim_due: Arc<str>,
+    pub(crate) record_skipped: Arc<str>,
     pub(crate) heartbeat: Arc<str>,
     pub(crate) finish: Arc<str>,
     pub(crate) register_keys: Arc<str>,
@@ -197,6 +420,8 @@ impl Statements {
         let s = |sql: &str| Arc::<str>::from(sql.replace("{schema}", quoted_schema));
         Statements {
             claim: s(CLAIM),
+            claim_due: s(CLAIM_DUE),
+            record_skipped: s(RECORD_SKIPPED),
             heartbeat: s(HEARTBEAT),
             finish: s(FINISH),
             register_keys: s(REGISTER_KEYS),

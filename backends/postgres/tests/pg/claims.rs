@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slotguard::store::{Claim, ClaimRequest, RunStatus, SlotStore};
-use slotguard::{ErrorClass, RunOutcome};
+use slotguard::ErrorClass;
+use slotguard::store::{Claim, ClaimRequest, DueSpec, Finish, RunStatus, SlotStore};
 use slotguard_tests::request;
 use sqlx::Row;
 use tokio::sync::Barrier;
@@ -151,6 +151,111 @@ async fn eight_claimers_recover_each_of_200_stale_slots_exactly_once() {
     backend.close().await;
 }
 
+/// 200 runs wait for a retry that is due now; 8 replicas call `claim_due` at once, in small pages,
+/// until it answers nothing: each run is claimed exactly once, as attempt 2, with a new token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let all = slots("due", Duration::from_secs(60));
+    let leases: Vec<_> = backend
+        .claim("first", &all)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+        .collect();
+    let retry = Finish::failed(ErrorClass::Transient, "503", Some(Duration::ZERO));
+    for lease in &leases {
+        assert!(
+            backend
+                .finish("first", lease, &retry)
+                .await
+                .expect("finish")
+        );
+    }
+
+    let barrier = Arc::new(Barrier::new(CLAIMERS));
+    let mut set = JoinSet::new();
+    for claimer in 0..CLAIMERS {
+        let replica = schema
+            .builder()
+            .pool_size(1)
+            .connect()
+            .await
+            .expect("connect");
+        let barrier = Arc::clone(&barrier);
+        set.spawn(async move {
+            let owner = format!("replica-{claimer}");
+            let specs = [DueSpec {
+                job: "due".into(),
+                max_attempts: 3,
+            }];
+            barrier.wait().await;
+            let mut claimed = Vec::new();
+            loop {
+                let page = replica
+                    .claim_due(&owner, &specs, 3 + claimer % 4)
+                    .await
+                    .expect("claim_due");
+                if page.is_empty() {
+                    break;
+                }
+                assert!(page.len() <= 3 + claimer % 4);
+                claimed.extend(page.into_iter().map(|d| (owner.clone(), d)));
+            }
+            replica.close().await;
+            claimed
+        });
+    }
+    let mut by_run: HashMap<i64, Vec<_>> = HashMap::new();
+    while let Some(claimed) = set.join_next().await {
+        for (owner, due) in claimed.expect("caller panicked") {
+            by_run
+                .entry(due.lease.run_id)
+                .or_default()
+                .push((owner, due));
+        }
+    }
+    assert_eq!(by_run.len(), SLOTS, "every due run was claimed");
+    for (run, claims) in &by_run {
+        assert_eq!(claims.len(), 1, "run {run} claimed by {claims:?}");
+        assert_eq!(claims[0].1.lease.attempt, 2);
+    }
+    let specs = [DueSpec {
+        job: "due".into(),
+        max_attempts: 3,
+    }];
+    assert!(
+        backend
+            .claim_due("late", &specs, 1_000)
+            .await
+            .expect("claim_due")
+            .is_empty()
+    );
+    for run in backend.runs(Some("due")).await.expect("runs") {
+        let (owner, due) = &by_run[&run.id][0];
+        assert_eq!(run.status, RunStatus::Running);
+        assert_eq!(run.owner.as_ref(), Some(owner));
+        assert_eq!((run.attempt, run.token), (2, due.lease.token));
+        assert_eq!(run.next_attempt_at, None);
+        let attempts: Vec<_> = run
+            .attempts
+            .iter()
+            .map(|a| (a.attempt, a.status, a.owner.as_str()))
+            .collect();
+        assert_eq!(
+            attempts,
+            [
+                (1, RunStatus::Failed, "first"),
+                (2, RunStatus::Running, owner.as_str())
+            ]
+        );
+        assert!(run.attempts[1].token > run.attempts[0].token);
+    }
+    backend.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outcomes_map_to_statuses_and_later_claims_see_them() {
     let schema = TestSchema::new();
@@ -170,18 +275,10 @@ async fn outcomes_map_to_statuses_and_later_claims_see_them() {
         .map(won)
         .collect();
     let outcomes = [
-        RunOutcome::Succeeded,
-        RunOutcome::Failed {
-            class: ErrorClass::Transient,
-            message: "timeout talking to the bank".into(),
-        },
-        RunOutcome::Failed {
-            class: ErrorClass::Permanent,
-            message: "bad credentials".into(),
-        },
-        RunOutcome::Abandoned {
-            reason: "shutdown".into(),
-        },
+        Finish::succeeded(),
+        Finish::failed(ErrorClass::Transient, "timeout talking to the bank", None),
+        Finish::failed(ErrorClass::Permanent, "bad credentials", None),
+        Finish::abandoned("shutdown", None),
     ];
     // Someone else, or a wrong token, cannot write.
     assert!(
@@ -360,7 +457,7 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
         let lease = won(answer);
         assert!(
             backend
-                .finish("owner'); --", &lease, &RunOutcome::Succeeded)
+                .finish("owner'); --", &lease, &Finish::succeeded())
                 .await
                 .expect("finish")
         );

@@ -47,6 +47,106 @@ async fn writes_are_fenced() {
     backend.close().await;
 }
 
+/// Real time: the retry falls due by the database clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_become_due() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::retries_become_due(&backend).await;
+    backend.close().await;
+}
+
+/// Real time: the database clock judges the 1 s staleness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_runs_are_recovered() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::abandoned_runs_are_recovered(&backend, Duration::from_secs(1)).await;
+
+    // The run whose second attempt went stale too, as an operator sees it.
+    let runs = backend.runs(Some("contract_recover")).await.expect("runs");
+    let dead = &runs[0];
+    assert_eq!(dead.status, RunStatus::Dead);
+    assert_eq!(
+        dead.error_message.as_deref(),
+        Some("attempts exhausted (2 of 2)")
+    );
+    assert_eq!(dead.next_attempt_at, None);
+    let attempts: Vec<_> = dead
+        .attempts
+        .iter()
+        .map(|a| (a.attempt, a.status, a.message.as_deref()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (1, RunStatus::Abandoned, Some("shutdown")),
+            (2, RunStatus::Abandoned, Some("heartbeat expired")),
+        ]
+    );
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_is_decided_by_the_store() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::overlap_is_decided_by_the_store(&backend).await;
+
+    // The reasons are recorded with the rows.
+    let message = |runs: &[slotguard_postgres::RunRow], minute: &str| {
+        let run = runs
+            .iter()
+            .find(|r| r.key.scheduled_at.format("%M").to_string() == minute)
+            .expect("run");
+        (run.status, run.error_message.clone(), run.attempts.len())
+    };
+    let recorded = backend.runs(Some("ov_recorded")).await.expect("runs");
+    assert_eq!(
+        message(&recorded, "00"),
+        (
+            RunStatus::Skipped,
+            Some("overlap: a previous run is still running".into()),
+            0
+        )
+    );
+    assert_eq!(message(&recorded, "01").0, RunStatus::Running);
+    let skip = backend.runs(Some("ov_skip")).await.expect("runs");
+    assert_eq!(
+        message(&skip, "01"),
+        (
+            RunStatus::Skipped,
+            Some("overlap: a previous run is still running".into()),
+            0
+        )
+    );
+    let buf = backend.runs(Some("ov_buf")).await.expect("runs");
+    assert_eq!(
+        message(&buf, "01"),
+        (
+            RunStatus::Skipped,
+            Some("overlap: superseded by a newer slot".into()),
+            0
+        )
+    );
+    assert_eq!(message(&buf, "02").0, RunStatus::Running);
+    let replace = backend.runs(Some("ov_replace")).await.expect("runs");
+    let old = &replace[0];
+    assert_eq!(old.status, RunStatus::Abandoned);
+    assert_eq!(old.next_attempt_at, None);
+    assert_eq!(
+        old.error_message.as_deref(),
+        Some("replaced by a newer slot")
+    );
+    assert_eq!(old.attempts[0].status, RunStatus::Abandoned);
+    assert_eq!(
+        old.attempts[0].message.as_deref(),
+        Some("replaced by a newer slot")
+    );
+    assert_eq!(replace[1].status, RunStatus::Running);
+    backend.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_are_exclusive() {
     let schema = TestSchema::new();

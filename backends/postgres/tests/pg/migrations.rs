@@ -27,7 +27,11 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
     while let Some(result) = set.join_next().await {
         backends.push(result.expect("task").expect("connect and migrate"));
     }
-    let want = vec![(1, "slot rows".to_owned()), (2, "lock keys".to_owned())];
+    let want = vec![
+        (1, "slot rows".to_owned()),
+        (2, "lock keys".to_owned()),
+        (3, "overlap and due indexes".to_owned()),
+    ];
     assert_eq!(applied(&backends[0]).await, want);
 
     // Idempotent: connecting again applies nothing and changes nothing.
