@@ -89,7 +89,7 @@ impl Node {
                 while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
                     self.seen.push(line);
                 }
-                return (self.seen, status.success());
+                return (std::mem::take(&mut self.seen), status.success());
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
@@ -167,7 +167,10 @@ pub fn executions(effects: &[Effect]) -> BTreeMap<(String, String), usize> {
 }
 
 /// Slots (as `sg-node` writes them) of an every-second schedule between two instants, inclusive.
-pub fn every_second(from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc>) -> BTreeSet<String> {
+pub fn every_second(
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut t = from;
     while t <= to {
@@ -185,9 +188,14 @@ pub fn ledger_in(dir: &Path) -> PathBuf {
 /// Drops a schema of the shared server (best effort, at the end of a test).
 pub async fn drop_schema(url: &str, schema: &str) {
     if let Ok(pool) = sqlx::PgPool::connect(url).await {
-        let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .execute(&pool)
-            .await;
+        // Schema names here come from `unique()`: letters, digits and underscores only.
+        if schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await;
+        }
         pool.close().await;
     }
 }
@@ -219,7 +227,15 @@ impl Cluster {
         let cluster = Cluster { dir, port, bin };
         cluster.as_postgres(
             "initdb",
-            &["-D", &data.to_string_lossy(), "-A", "trust", "-U", "postgres", "--no-sync"],
+            &[
+                "-D",
+                &data.to_string_lossy(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ],
         );
         let conf = format!(
             "listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = off\n",
@@ -248,7 +264,12 @@ impl Cluster {
     fn pg_ctl(&self, args: &[&str]) {
         let data = self.dir.path().join("data");
         let log = self.dir.path().join("server.log");
-        let mut all = vec!["-D", &*data.to_str().expect("utf-8 path"), "-l", log.to_str().expect("utf-8 path")];
+        let mut all = vec![
+            "-D",
+            &*data.to_str().expect("utf-8 path"),
+            "-l",
+            log.to_str().expect("utf-8 path"),
+        ];
         all.extend_from_slice(args);
         self.as_postgres("pg_ctl", &all);
     }

@@ -4,7 +4,7 @@
 //! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema
 //!         --instance a --ledger /tmp/ledger --jobs 10 --cron "* * * * * *" --work-ms 50
 //!         [--guard slot|lock] [--stale-ms 3000] [--recovery-ms 500] [--grace-ms 5000]
-//!         [--lock-check-ms 500] [--hold-ms 0]
+//!         [--lock-check-ms 500] [--namespace default]
 //! ```
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
@@ -32,13 +32,21 @@ impl Args {
     }
 
     fn ms(&self, name: &str, default: u64) -> Duration {
-        Duration::from_millis(self.get(name).and_then(|v| v.parse().ok()).unwrap_or(default))
+        Duration::from_millis(
+            self.get(name)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default),
+        )
     }
 }
 
 fn append(ledger: &str, line: &str) {
     // One write per line with O_APPEND: lines of several processes never interleave.
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(ledger) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ledger)
+    {
         let _ = f.write_all(format!("{line}\n").as_bytes());
         let _ = f.sync_data();
     }
@@ -69,7 +77,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .stale_after(args.ms("stale-ms", 3_000))
         .recovery_interval(args.ms("recovery-ms", 500))
         .grace_period(args.ms("grace-ms", 5_000))
-        .kill_after(Duration::from_millis(500));
+        .kill_after(Duration::from_millis(500))
+        .lock_namespace(args.get("namespace").unwrap_or("default"));
     builder = if let Some(path) = store.strip_prefix("sqlite:") {
         builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
     } else if let Some(rest) = store.strip_prefix("postgres:") {
@@ -120,7 +129,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             })
             .guard(guard)
-            .retry(RetryPolicy::exponential(5, Duration::from_millis(200), Duration::from_secs(2))),
+            .retry(RetryPolicy::exponential(
+                5,
+                Duration::from_millis(200),
+                Duration::from_secs(2),
+            )),
         );
     }
     let handle = builder.build()?.try_start().await?;
