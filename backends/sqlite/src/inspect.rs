@@ -246,7 +246,8 @@ pub(crate) fn parse_status(s: &str) -> Option<RunStatus> {
     })
 }
 
-fn parse_trigger(s: &str) -> Option<Trigger> {
+/// A trigger as stored.
+pub(crate) fn parse_trigger(s: &str) -> Option<Trigger> {
     Some(match s {
         "schedule" => Trigger::Schedule,
         "catch_up" => Trigger::CatchUp,

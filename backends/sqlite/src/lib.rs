@@ -31,7 +31,7 @@
 //!
 //! | table | what |
 //! |---|---|
-//! | `slotguard_job_runs` | one row per `(job_name, scheduled_at, partition_key)` (UNIQUE): status, attempt, owner, fencing token, heartbeat, staleness threshold, error, zone, wall time, business date, trigger, schedule fingerprint |
+//! | `slotguard_job_runs` | one row per `(job_name, scheduled_at, partition_key)` (UNIQUE): status, attempt, owner, fencing token, heartbeat, staleness threshold, next attempt, error, zone, wall time, business date, trigger, schedule fingerprint |
 //! | `slotguard_job_run_attempts` | one row per attempt, `UNIQUE(run_id, attempt)`: owner, token, times, outcome |
 //! | `slotguard_fencing` | one row: the last fencing token handed out, for slot claims and locks alike |
 //! | `slotguard_locks` | one row per held lease lock: `lock_key`, `owner`, `token`, `expires_at` |
@@ -48,7 +48,10 @@
 //! `BEGIN IMMEDIATE` transaction: it takes SQLite's single write lock before reading anything, so
 //! writers from any number of processes queue on it instead of failing on a stale snapshot. Inside
 //! one process, writes also queue on an async mutex first, so they do not spin in SQLite's busy
-//! handler against each other. A claim answers a whole batch in one transaction.
+//! handler against each other. A claim answers a whole batch in one transaction, and decides each new
+//! slot's overlap policy there (`skip`, `buffer_one`, `replace`, `allow`) against the runs of the same
+//! job and partition, so replicas cannot decide it differently. `claim_due` (retries, hand-overs,
+//! buffered slots, stale runs) and `record_skipped` are one transaction each as well.
 //!
 //! Staleness and lease expiry are judged by the store's clock, which for SQLite is the host clock read
 //! inside the transaction (`unixepoch('now', 'subsec')`), never the caller's: every process sharing
@@ -341,21 +344,27 @@ impl SqliteBackendBuilder {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(self.busy_timeout)
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(self.max_connections)
-            .connect_with(options)
-            .await
-            .map_err(|source| SqliteError::Open {
-                path: path.clone(),
-                source,
-            })?;
-        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&pool)
-            .await
-            .map_err(|source| SqliteError::Open {
-                path: path.clone(),
-                source,
-            })?;
+        // Several processes opening a fresh file at once race to switch it to WAL: SQLite answers
+        // SQLITE_BUSY at once (without its busy handler, which could deadlock there) to all but one of
+        // them. Such an open is retried, within the busy timeout.
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(5);
+        let (pool, mode) = loop {
+            match connect(&options, self.max_connections).await {
+                Ok(opened) => break opened,
+                Err(source) if is_busy(&source) && started.elapsed() < self.busy_timeout => {
+                    tracing::debug!(path = %path.display(), error = %source, "file busy while opening; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(source) => {
+                    return Err(SqliteError::Open {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             // Still correct (the rollback journal serializes writers too), but readers then block
             // writers.
@@ -380,6 +389,36 @@ impl SqliteBackendBuilder {
             inner: Arc::new(Inner { shared, stop }),
         })
     }
+}
+
+/// A pool on the file, and the journal mode it ended up in.
+async fn connect(
+    options: &SqliteConnectOptions,
+    max_connections: u32,
+) -> Result<(SqlitePool, String), sqlx::Error> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .connect_with(options.clone())
+        .await?;
+    match sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+    {
+        Ok(mode) => Ok((pool, mode)),
+        Err(e) => {
+            pool.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED, with any extended code.
+fn is_busy(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 /// A duration in whole milliseconds, rounded up (a threshold is never shortened), capped far below

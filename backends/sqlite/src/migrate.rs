@@ -30,6 +30,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "lease locks",
         sql: include_str!("../migrations/0002_lease_locks.sql"),
     },
+    Migration {
+        version: 3,
+        description: "overlap and due-work index",
+        sql: include_str!("../migrations/0003_overlap_and_due.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -1,14 +1,37 @@
-//! Slot rows: claim, heartbeat and finish, every write conditional on the fencing token.
+//! Slot rows: claim (with the overlap policy), due work, recorded skips, heartbeat and finish, every
+//! write about an attempt conditional on its fencing token.
+//!
+//! Every call that writes is one `BEGIN IMMEDIATE` transaction that reads the store's clock once (in
+//! SQL) and binds that instant to each of its statements, so they all agree on "now".
 
 use async_trait::async_trait;
-use slotguard::store::{Claim, ClaimRequest, Lease, SlotStore, StoreError};
-use slotguard::{ErrorClass, RunOutcome};
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use slotguard::ErrorClass;
+use slotguard::Overlap;
+use slotguard::store::{
+    Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore,
+    StoreError,
+};
 
 use crate::error::SqliteError;
-use crate::inspect::parse_status;
-use crate::{Shared, SqliteBackend, duration_ms, json_array, now_ms};
+use crate::inspect::{parse_status, parse_trigger};
+use crate::{Shared, SqliteBackend, WriteTx, duration_ms, json_array, now_ms};
 
-/// A new slot: attempt 1, running, with the next fencing token. Nothing when the row exists.
+/// The reason recorded on a slot skipped because a run of its job is still going.
+const SKIPPED_OVERLAP: &str = "overlap: a previous run is still running";
+/// The reason recorded on a waiting slot that a newer one replaced.
+const SUPERSEDED: &str = "overlap: superseded by a newer slot";
+/// The reason recorded on a slot that waits for the running one.
+const WAITING: &str = "overlap: waiting for the running slot";
+/// The reason recorded on a run (and its attempt) stopped for a newer slot.
+const REPLACED: &str = "replaced by a newer slot";
+
+/// The row of a slot, if any.
+const STATUS_OF: &str = "
+SELECT id, status FROM slotguard_job_runs
+WHERE job_name = ?1 AND scheduled_at = ?2 AND partition_key = ?3";
+
+/// A new slot: attempt 1, running, with the next fencing token.
 const INSERT_RUN: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
@@ -17,8 +40,47 @@ INSERT INTO slotguard_job_runs (
 VALUES (
     ?1, ?2, ?3, 'running', 1, ?4, (SELECT last_token + 1 FROM slotguard_fencing WHERE id = 1), ?5,
     ?6, ?5, ?5, ?5, ?7, ?8, ?9, ?10, ?11)
-ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
 RETURNING id, attempt, fencing_token";
+
+/// A slot that does not run now (`skipped`, or `pending` waiting for the running one), with no attempt.
+/// Nothing when the row exists.
+const INSERT_IDLE: &str = "
+INSERT INTO slotguard_job_runs (
+    job_name, scheduled_at, partition_key, status, attempt, stale_after_ms, created_at, updated_at,
+    error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint)
+VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING";
+
+/// Whether another run of the job and partition is running with a fresh heartbeat (by `?3`).
+const BUSY: &str = "
+SELECT EXISTS (
+    SELECT 1 FROM slotguard_job_runs
+    WHERE job_name = ?1 AND partition_key = ?2 AND status = 'running'
+      AND heartbeat_at + stale_after_ms >= ?3)";
+
+/// buffer_one: the slots of the job and partition that were waiting give way to the newer one.
+const SUPERSEDE_WAITING: &str = "
+UPDATE slotguard_job_runs
+SET status = 'skipped', error_message = ?3, updated_at = ?4
+WHERE job_name = ?1 AND partition_key = ?2 AND status = 'pending' AND next_attempt_at IS NULL";
+
+/// replace: the running attempts of the job and partition are abandoned (before their runs, which
+/// name them).
+const REPLACE_ATTEMPTS: &str = "
+UPDATE slotguard_job_run_attempts
+SET status = 'abandoned', finished_at = ?4, error_message = ?3
+WHERE status = 'running' AND run_id IN (
+    SELECT id FROM slotguard_job_runs
+    WHERE job_name = ?1 AND partition_key = ?2 AND status = 'running')";
+
+/// replace: the running runs of the job and partition are abandoned, with no next attempt, so nothing
+/// recovers them; their holders lose their tokens' hold.
+const REPLACE_RUNS: &str = "
+UPDATE slotguard_job_runs
+SET status = 'abandoned', next_attempt_at = NULL, error_message = ?3, finished_at = ?4,
+    updated_at = ?4
+WHERE job_name = ?1 AND partition_key = ?2 AND status = 'running'
+RETURNING id";
 
 /// An abandoned slot (running, heartbeat older than its own threshold by the store's clock): the next
 /// attempt, with the next fencing token. Nothing when the row is not abandoned.
@@ -32,11 +94,29 @@ SET attempt = attempt + 1,
     updated_at = ?5,
     started_at = ?5,
     finished_at = NULL,
+    next_attempt_at = NULL,
     error_class = NULL,
     error_message = NULL
 WHERE job_name = ?1 AND scheduled_at = ?2 AND partition_key = ?3
   AND status = 'running' AND heartbeat_at + stale_after_ms < ?5
 RETURNING id, attempt, fencing_token";
+
+/// A due run (already checked, in this transaction): its next attempt, with the next fencing token.
+const CLAIM_DUE_RUN: &str = "
+UPDATE slotguard_job_runs
+SET status = 'running',
+    attempt = attempt + 1,
+    owner = ?2,
+    fencing_token = (SELECT last_token + 1 FROM slotguard_fencing WHERE id = 1),
+    heartbeat_at = ?3,
+    updated_at = ?3,
+    started_at = ?3,
+    finished_at = NULL,
+    next_attempt_at = NULL,
+    error_class = NULL,
+    error_message = NULL
+WHERE id = ?1
+RETURNING attempt, fencing_token";
 
 const ABANDON_ATTEMPT: &str = "
 UPDATE slotguard_job_run_attempts
@@ -52,9 +132,49 @@ VALUES (?1, ?2, ?3, ?4, 'running', ?5)";
 pub(crate) const ADVANCE_TOKEN: &str =
     "UPDATE slotguard_fencing SET last_token = max(last_token, ?1) WHERE id = 1";
 
-const STATUS_OF: &str = "
-SELECT id, status FROM slotguard_job_runs
-WHERE job_name = ?1 AND scheduled_at = ?2 AND partition_key = ?3";
+/// The jobs `claim_due` serves, as a common table `specs(job, max_attempts)`: `count` rows of bound
+/// parameters from `?3` on (`?1` is the clock, `?2` the limit). The SQL depends on the count only,
+/// never on the data.
+fn specs_cte(count: usize) -> String {
+    let rows: Vec<String> = (0..count)
+        .map(|i| format!("(?{}, ?{})", 3 + 2 * i, 4 + 2 * i))
+        .collect();
+    format!(
+        "WITH specs (job, max_attempts) AS (VALUES {})",
+        rows.join(", ")
+    )
+}
+
+/// Stale and handed-over runs that have had all their attempts become `dead`.
+const DUE_EXHAUSTED: &str = "
+UPDATE slotguard_job_runs
+SET status = 'dead',
+    next_attempt_at = NULL,
+    finished_at = ?1,
+    updated_at = ?1,
+    error_message = 'attempts exhausted (' || attempt || ' of '
+        || (SELECT max_attempts FROM specs WHERE specs.job = slotguard_job_runs.job_name) || ')'
+WHERE job_name IN (SELECT job FROM specs)
+  AND ((status = 'abandoned' AND next_attempt_at <= ?1)
+       OR (status = 'running' AND heartbeat_at + stale_after_ms < ?1))
+  AND attempt >= (SELECT max_attempts FROM specs WHERE specs.job = slotguard_job_runs.job_name)
+RETURNING id, job_name, attempt";
+
+/// Due runs of the jobs in `specs`, oldest slot first.
+const DUE_RUNS: &str = "
+SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.trigger_kind, r.zone, r.wall_time,
+       r.business_date
+FROM slotguard_job_runs AS r
+WHERE r.job_name IN (SELECT job FROM specs)
+  AND ((r.status IN ('pending', 'abandoned') AND r.next_attempt_at <= ?1)
+       OR (r.status = 'pending' AND r.next_attempt_at IS NULL AND NOT EXISTS (
+              SELECT 1 FROM slotguard_job_runs AS o
+              WHERE o.job_name = r.job_name AND o.partition_key = r.partition_key
+                AND o.status = 'running' AND o.id <> r.id
+                AND o.heartbeat_at + o.stale_after_ms >= ?1))
+       OR (r.status = 'running' AND r.heartbeat_at + r.stale_after_ms < ?1))
+ORDER BY r.scheduled_at, r.job_name, r.partition_key
+LIMIT ?2";
 
 const HEARTBEAT: &str = concat!(
     "UPDATE slotguard_job_runs SET heartbeat_at = ",
@@ -66,23 +186,210 @@ const HEARTBEAT: &str = concat!(
     " RETURNING fencing_token"
 );
 
-const FINISH_RUN: &str = concat!(
-    "UPDATE slotguard_job_runs SET status = ?1, error_class = ?2, error_message = ?3, finished_at = ",
-    now_ms!(),
-    ", updated_at = ",
-    now_ms!(),
-    " WHERE id = ?4 AND fencing_token = ?5 AND owner = ?6 AND status = 'running'",
-    " RETURNING attempt"
-);
+const FINISH_RUN: &str = "
+UPDATE slotguard_job_runs
+SET status = ?1, error_class = ?2, error_message = ?3, finished_at = ?7, updated_at = ?7,
+    next_attempt_at = ?8
+WHERE id = ?4 AND fencing_token = ?5 AND owner = ?6 AND status = 'running'
+RETURNING attempt";
 
-const FINISH_ATTEMPT: &str = concat!(
-    "UPDATE slotguard_job_run_attempts SET status = ?1, error_class = ?2, error_message = ?3,",
-    " finished_at = ",
-    now_ms!(),
-    " WHERE run_id = ?4 AND attempt = ?5 AND fencing_token = ?6"
-);
+const FINISH_ATTEMPT: &str = "
+UPDATE slotguard_job_run_attempts
+SET status = ?1, error_class = ?2, error_message = ?3, finished_at = ?7
+WHERE run_id = ?4 AND attempt = ?5 AND fencing_token = ?6";
+
+/// A due run as selected: id, job, slot, partition, trigger, zone, wall time, business date.
+type DueRow = (i64, String, i64, String, String, String, String, String);
+
+/// The wall time as stored (ISO 8601 without offset).
+fn wall_text(wall: NaiveDateTime) -> String {
+    wall.format("%Y-%m-%dT%H:%M:%S%.f").to_string()
+}
+
+/// The business date as stored.
+fn date_text(date: NaiveDate) -> String {
+    date.format("%Y-%m-%d").to_string()
+}
+
+fn class_text(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::Transient => "transient",
+        ErrorClass::Permanent => "permanent",
+    }
+}
 
 impl Shared {
+    fn corrupt(&self, run_id: i64, what: &'static str, value: impl ToString) -> SqliteError {
+        SqliteError::Corrupt {
+            path: self.path.clone(),
+            run_id,
+            what,
+            value: value.to_string(),
+        }
+    }
+
+    /// Records a claimed attempt: the previous one (if it was still running) is abandoned, the token
+    /// is recorded as handed out, and the new attempt gets its row.
+    async fn start_attempt(
+        &self,
+        w: &mut WriteTx<'_>,
+        owner: &str,
+        now: i64,
+        (run_id, attempt, token): (i64, i64, i64),
+    ) -> Result<Lease, SqliteError> {
+        let q = |e| self.query_error(e);
+        if attempt > 1 {
+            sqlx::query(ABANDON_ATTEMPT)
+                .bind(run_id)
+                .bind(attempt - 1)
+                .bind(now)
+                .execute(&mut *w.tx)
+                .await
+                .map_err(q)?;
+        }
+        sqlx::query(ADVANCE_TOKEN)
+            .bind(token)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        sqlx::query(INSERT_ATTEMPT)
+            .bind(run_id)
+            .bind(attempt)
+            .bind(owner)
+            .bind(token)
+            .bind(now)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        let attempt =
+            u32::try_from(attempt).map_err(|_| self.corrupt(run_id, "attempt", attempt))?;
+        Ok(Lease {
+            run_id,
+            attempt,
+            token,
+        })
+    }
+
+    /// Inserts a slot that does not run now; nothing when its row exists.
+    async fn insert_idle(
+        &self,
+        w: &mut WriteTx<'_>,
+        request: &ClaimRequest,
+        status: RunStatus,
+        message: &str,
+        now: i64,
+    ) -> Result<(), SqliteError> {
+        let key = &request.key;
+        sqlx::query(INSERT_IDLE)
+            .bind(&key.job)
+            .bind(key.scheduled_at.timestamp_millis())
+            .bind(&key.partition)
+            .bind(status.as_str())
+            .bind(duration_ms(request.stale_after))
+            .bind(now)
+            .bind(message)
+            .bind(&request.zone)
+            .bind(wall_text(request.wall))
+            .bind(date_text(request.business_date))
+            .bind(request.trigger.as_str())
+            // The fingerprint's bits, reinterpreted: SQLite integers are signed.
+            .bind(request.fingerprint as i64)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    /// A new slot under its overlap policy: `None` when it runs now (the caller claims it), or the
+    /// status it was recorded with instead.
+    async fn apply_overlap(
+        &self,
+        w: &mut WriteTx<'_>,
+        request: &ClaimRequest,
+        now: i64,
+    ) -> Result<Option<RunStatus>, SqliteError> {
+        let q = |e| self.query_error(e);
+        if request.overlap == Overlap::Allow {
+            return Ok(None);
+        }
+        let key = &request.key;
+        let busy: bool = sqlx::query_scalar(BUSY)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(now)
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        if !busy {
+            return Ok(None);
+        }
+        match request.overlap {
+            Overlap::Allow => Ok(None),
+            Overlap::Skip => {
+                self.insert_idle(w, request, RunStatus::Skipped, SKIPPED_OVERLAP, now)
+                    .await?;
+                tracing::info!(
+                    event = "job_skipped",
+                    job = %key.job,
+                    slot = %key.scheduled_at,
+                    partition = %key.partition,
+                    reason = SKIPPED_OVERLAP,
+                    "slot skipped: a previous run is still running"
+                );
+                Ok(Some(RunStatus::Skipped))
+            }
+            Overlap::BufferOne => {
+                let superseded = sqlx::query(SUPERSEDE_WAITING)
+                    .bind(&key.job)
+                    .bind(&key.partition)
+                    .bind(SUPERSEDED)
+                    .bind(now)
+                    .execute(&mut *w.tx)
+                    .await
+                    .map_err(q)?
+                    .rows_affected();
+                self.insert_idle(w, request, RunStatus::Pending, WAITING, now)
+                    .await?;
+                tracing::info!(
+                    event = "job_buffered",
+                    job = %key.job,
+                    slot = %key.scheduled_at,
+                    partition = %key.partition,
+                    superseded,
+                    "slot waits for the running one"
+                );
+                Ok(Some(RunStatus::Pending))
+            }
+            Overlap::Replace => {
+                sqlx::query(REPLACE_ATTEMPTS)
+                    .bind(&key.job)
+                    .bind(&key.partition)
+                    .bind(REPLACED)
+                    .bind(now)
+                    .execute(&mut *w.tx)
+                    .await
+                    .map_err(q)?;
+                let replaced: Vec<i64> = sqlx::query_scalar(REPLACE_RUNS)
+                    .bind(&key.job)
+                    .bind(&key.partition)
+                    .bind(REPLACED)
+                    .bind(now)
+                    .fetch_all(&mut *w.tx)
+                    .await
+                    .map_err(q)?;
+                tracing::info!(
+                    event = "job_replaced",
+                    job = %key.job,
+                    slot = %key.scheduled_at,
+                    partition = %key.partition,
+                    ?replaced,
+                    "running runs abandoned for a newer slot"
+                );
+                Ok(None)
+            }
+        }
+    }
+
     async fn claim(
         &self,
         owner: &str,
@@ -96,100 +403,195 @@ impl Shared {
             let key = &request.key;
             let scheduled_at = key.scheduled_at.timestamp_millis();
             let stale_after = duration_ms(request.stale_after);
-            let inserted: Option<(i64, i64, i64)> = sqlx::query_as(INSERT_RUN)
+            let existing: Option<(i64, String)> = sqlx::query_as(STATUS_OF)
                 .bind(&key.job)
                 .bind(scheduled_at)
                 .bind(&key.partition)
-                .bind(owner)
-                .bind(now)
-                .bind(stale_after)
-                .bind(&request.zone)
-                .bind(request.wall.format("%Y-%m-%dT%H:%M:%S%.f").to_string())
-                .bind(request.business_date.format("%Y-%m-%d").to_string())
-                .bind(request.trigger.as_str())
-                // The fingerprint's bits, reinterpreted: SQLite integers are signed.
-                .bind(request.fingerprint as i64)
                 .fetch_optional(&mut *w.tx)
                 .await
                 .map_err(q)?;
-            let won = match inserted {
-                Some(row) => Some(row),
-                None => sqlx::query_as(RECLAIM_RUN)
-                    .bind(&key.job)
-                    .bind(scheduled_at)
-                    .bind(&key.partition)
-                    .bind(owner)
-                    .bind(now)
-                    .bind(stale_after)
-                    .fetch_optional(&mut *w.tx)
-                    .await
-                    .map_err(q)?,
+            let won: (i64, i64, i64) = match existing {
+                Some((run_id, status)) => {
+                    let status = parse_status(&status)
+                        .ok_or_else(|| self.corrupt(run_id, "status", &status))?;
+                    let reclaimed: Option<(i64, i64, i64)> = if status == RunStatus::Running {
+                        sqlx::query_as(RECLAIM_RUN)
+                            .bind(&key.job)
+                            .bind(scheduled_at)
+                            .bind(&key.partition)
+                            .bind(owner)
+                            .bind(now)
+                            .bind(stale_after)
+                            .fetch_optional(&mut *w.tx)
+                            .await
+                            .map_err(q)?
+                    } else {
+                        None
+                    };
+                    let Some(row) = reclaimed else {
+                        answers.push(Claim::Taken { status });
+                        continue;
+                    };
+                    tracing::info!(
+                        event = "job_recovered",
+                        job = %key.job,
+                        slot = %key.scheduled_at,
+                        partition = %key.partition,
+                        run_id = row.0,
+                        attempt = row.1,
+                        owner,
+                        token = row.2,
+                        "claimed an abandoned slot: its heartbeat had expired"
+                    );
+                    row
+                }
+                None => {
+                    if let Some(status) = self.apply_overlap(&mut w, request, now).await? {
+                        answers.push(Claim::Taken { status });
+                        continue;
+                    }
+                    sqlx::query_as(INSERT_RUN)
+                        .bind(&key.job)
+                        .bind(scheduled_at)
+                        .bind(&key.partition)
+                        .bind(owner)
+                        .bind(now)
+                        .bind(stale_after)
+                        .bind(&request.zone)
+                        .bind(wall_text(request.wall))
+                        .bind(date_text(request.business_date))
+                        .bind(request.trigger.as_str())
+                        // The fingerprint's bits, reinterpreted: SQLite integers are signed.
+                        .bind(request.fingerprint as i64)
+                        .fetch_one(&mut *w.tx)
+                        .await
+                        .map_err(q)?
+                }
             };
-            let Some((run_id, attempt, token)) = won else {
-                let (run_id, status): (i64, String) = sqlx::query_as(STATUS_OF)
-                    .bind(&key.job)
-                    .bind(scheduled_at)
-                    .bind(&key.partition)
-                    .fetch_one(&mut *w.tx)
-                    .await
-                    .map_err(q)?;
-                let status = parse_status(&status).ok_or_else(|| SqliteError::Corrupt {
-                    path: self.path.clone(),
-                    run_id,
-                    what: "status",
-                    value: status,
-                })?;
-                answers.push(Claim::Taken { status });
-                continue;
-            };
-            if attempt > 1 {
-                sqlx::query(ABANDON_ATTEMPT)
-                    .bind(run_id)
-                    .bind(attempt - 1)
-                    .bind(now)
-                    .execute(&mut *w.tx)
-                    .await
-                    .map_err(q)?;
-                tracing::info!(
-                    event = "job_recovered",
-                    job = %key.job,
-                    slot = %key.scheduled_at,
-                    partition = %key.partition,
-                    run_id,
-                    attempt,
-                    owner,
-                    token,
-                    "claimed an abandoned slot: its heartbeat had expired"
-                );
+            let lease = self.start_attempt(&mut w, owner, now, won).await?;
+            answers.push(Claim::Won(lease));
+        }
+        w.tx.commit().await.map_err(q)?;
+        Ok(answers)
+    }
+
+    async fn claim_due(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, SqliteError> {
+        let q = |e| self.query_error(e);
+        // One row per job: the first spec of a job counts, as in the memory backend.
+        let mut unique: Vec<&DueSpec> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if !unique.iter().any(|s| s.job == spec.job) {
+                unique.push(spec);
             }
-            sqlx::query(ADVANCE_TOKEN)
-                .bind(token)
-                .execute(&mut *w.tx)
-                .await
-                .map_err(q)?;
-            sqlx::query(INSERT_ATTEMPT)
+        }
+        // Built from the number of jobs only; names and limits are bound.
+        let cte = specs_cte(unique.len());
+        let exhausted_sql = format!("{cte}{DUE_EXHAUSTED}");
+        let due_sql = format!("{cte}{DUE_RUNS}");
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+
+        let mut w = self.write().await?;
+        let now = self.now(&mut w).await?;
+
+        // Stale or handed-over runs with no attempts left are dead, not claimed.
+        let mut exhausted =
+            sqlx::query_as::<_, (i64, String, i64)>(sqlx::AssertSqlSafe(exhausted_sql))
+                .bind(now)
+                .bind(limit);
+        for spec in &unique {
+            exhausted = exhausted
+                .bind(spec.job.as_str())
+                .bind(i64::from(spec.max_attempts));
+        }
+        let dead = exhausted.fetch_all(&mut *w.tx).await.map_err(q)?;
+        for (run_id, job, attempt) in dead {
+            // A stale run's attempt was still marked running.
+            sqlx::query(ABANDON_ATTEMPT)
                 .bind(run_id)
                 .bind(attempt)
-                .bind(owner)
-                .bind(token)
                 .bind(now)
                 .execute(&mut *w.tx)
                 .await
                 .map_err(q)?;
-            let attempt = u32::try_from(attempt).map_err(|_| SqliteError::Corrupt {
-                path: self.path.clone(),
-                run_id,
-                what: "attempt",
-                value: attempt.to_string(),
-            })?;
-            answers.push(Claim::Won(Lease {
+            tracing::warn!(
+                event = "job_dead",
+                job = %job,
                 run_id,
                 attempt,
+                "attempts exhausted: the run is dead and needs a person"
+            );
+        }
+
+        let mut due = sqlx::query_as::<_, DueRow>(sqlx::AssertSqlSafe(due_sql))
+            .bind(now)
+            .bind(limit);
+        for spec in &unique {
+            due = due
+                .bind(spec.job.as_str())
+                .bind(i64::from(spec.max_attempts));
+        }
+        let rows = due.fetch_all(&mut *w.tx).await.map_err(q)?;
+
+        let mut claimed = Vec::with_capacity(rows.len());
+        for (run_id, job, scheduled_at, partition, trigger, zone, wall, business_date) in rows {
+            let (attempt, token): (i64, i64) = sqlx::query_as(CLAIM_DUE_RUN)
+                .bind(run_id)
+                .bind(owner)
+                .bind(now)
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(q)?;
+            let lease = self
+                .start_attempt(&mut w, owner, now, (run_id, attempt, token))
+                .await?;
+            tracing::info!(
+                event = "job_due_claimed",
+                job = %job,
+                run_id,
+                attempt,
+                owner,
                 token,
-            }));
+                "claimed a due run"
+            );
+            claimed.push(DueClaim {
+                key: SlotKey {
+                    job,
+                    scheduled_at: DateTime::from_timestamp_millis(scheduled_at)
+                        .ok_or_else(|| self.corrupt(run_id, "scheduled_at", scheduled_at))?,
+                    partition,
+                },
+                lease,
+                trigger: parse_trigger(&trigger)
+                    .ok_or_else(|| self.corrupt(run_id, "trigger", &trigger))?,
+                zone,
+                wall: NaiveDateTime::parse_from_str(&wall, "%Y-%m-%dT%H:%M:%S%.f")
+                    .map_err(|_| self.corrupt(run_id, "wall_time", &wall))?,
+                business_date: NaiveDate::parse_from_str(&business_date, "%Y-%m-%d")
+                    .map_err(|_| self.corrupt(run_id, "business_date", &business_date))?,
+            });
         }
         w.tx.commit().await.map_err(q)?;
-        Ok(answers)
+        Ok(claimed)
+    }
+
+    async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), SqliteError> {
+        let mut w = self.write().await?;
+        let now = self.now(&mut w).await?;
+        for request in requests {
+            self.insert_idle(&mut w, request, RunStatus::Skipped, reason, now)
+                .await?;
+        }
+        w.tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(())
     }
 
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, SqliteError> {
@@ -216,32 +618,23 @@ impl Shared {
         &self,
         owner: &str,
         lease: &Lease,
-        outcome: &RunOutcome,
+        finish: &Finish,
     ) -> Result<bool, SqliteError> {
         let q = |e| self.query_error(e);
-        // The run's status, and the attempt's: a permanent failure makes the run `dead`, while the
-        // attempt itself simply `failed`.
-        let (run_status, attempt_status, class, message) = match outcome {
-            RunOutcome::Succeeded => ("succeeded", "succeeded", None, None),
-            RunOutcome::Failed { class, message } => {
-                let (status, class) = match class {
-                    ErrorClass::Permanent => ("dead", "permanent"),
-                    ErrorClass::Transient => ("failed", "transient"),
-                };
-                (status, "failed", Some(class), Some(message.as_str()))
-            }
-            RunOutcome::Abandoned { reason } => {
-                ("abandoned", "abandoned", None, Some(reason.as_str()))
-            }
-        };
+        let class = finish.error_class.map(class_text);
+        let message = finish.message.as_deref();
         let mut w = self.write().await?;
+        let now = self.now(&mut w).await?;
+        let next_attempt_at = finish.retry_in.map(|d| now.saturating_add(duration_ms(d)));
         let attempt: Option<i64> = sqlx::query_scalar(FINISH_RUN)
-            .bind(run_status)
+            .bind(finish.status.as_str())
             .bind(class)
             .bind(message)
             .bind(lease.run_id)
             .bind(lease.token)
             .bind(owner)
+            .bind(now)
+            .bind(next_attempt_at)
             .fetch_optional(&mut *w.tx)
             .await
             .map_err(q)?;
@@ -250,12 +643,13 @@ impl Shared {
             return Ok(false);
         };
         sqlx::query(FINISH_ATTEMPT)
-            .bind(attempt_status)
+            .bind(finish.attempt_status.as_str())
             .bind(class)
             .bind(message)
             .bind(lease.run_id)
             .bind(attempt)
             .bind(lease.token)
+            .bind(now)
             .execute(&mut *w.tx)
             .await
             .map_err(q)?;
@@ -264,8 +658,9 @@ impl Shared {
     }
 }
 
-/// Claims run in one `BEGIN IMMEDIATE` transaction per batch; heartbeats are one statement for all
-/// tokens; outcomes are written to the run and its attempt together, only under the current token.
+/// Claims, due claims and recorded skips run in one `BEGIN IMMEDIATE` transaction per call;
+/// heartbeats are one statement for all tokens; outcomes are written to the run and its attempt
+/// together, only under the current token.
 ///
 /// # Cancel safety
 ///
@@ -283,6 +678,29 @@ impl SlotStore for SqliteBackend {
         Ok(self.shared().claim(owner, requests).await?)
     }
 
+    async fn claim_due(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        if specs.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().claim_due(owner, specs, limit).await?)
+    }
+
+    async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        Ok(self.shared().record_skipped(requests, reason).await?)
+    }
+
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
         if tokens.is_empty() {
             return Ok(Vec::new());
@@ -294,8 +712,8 @@ impl SlotStore for SqliteBackend {
         &self,
         owner: &str,
         lease: &Lease,
-        outcome: &RunOutcome,
+        finish: &Finish,
     ) -> Result<bool, StoreError> {
-        Ok(self.shared().finish(owner, lease, outcome).await?)
+        Ok(self.shared().finish(owner, lease, finish).await?)
     }
 }

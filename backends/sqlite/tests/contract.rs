@@ -30,6 +30,24 @@ async fn locks_are_exclusive() {
     contract::locks_are_exclusive(&backend(&dir).await).await;
 }
 
+#[tokio::test]
+async fn retries_become_due() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::retries_become_due(&backend(&dir).await).await;
+}
+
+#[tokio::test]
+async fn abandoned_runs_are_recovered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::abandoned_runs_are_recovered(&backend(&dir).await, Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn overlap_is_decided_by_the_store() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::overlap_is_decided_by_the_store(&backend(&dir).await).await;
+}
+
 /// The contract again, with every call going to a different backend on the same file: what two
 /// processes on one host see.
 #[tokio::test]

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use slotguard::store::{Claim, Lease, RunStatus, SlotStore};
-use slotguard::{ErrorClass, RunOutcome};
+use slotguard::ErrorClass;
+use slotguard::store::{Claim, Finish, Lease, RunStatus, SlotStore};
 use slotguard_sqlite::SqliteBackend;
 use slotguard_tests::request;
 
@@ -40,18 +40,10 @@ async fn outcomes_are_recorded_on_the_run_and_its_attempt() {
         .map(won)
         .collect();
     let outcomes = [
-        RunOutcome::Succeeded,
-        RunOutcome::Failed {
-            class: ErrorClass::Transient,
-            message: "connection reset".into(),
-        },
-        RunOutcome::Failed {
-            class: ErrorClass::Permanent,
-            message: "bad credentials".into(),
-        },
-        RunOutcome::Abandoned {
-            reason: "shutdown".into(),
-        },
+        Finish::succeeded(),
+        Finish::failed(ErrorClass::Transient, "connection reset", None),
+        Finish::failed(ErrorClass::Permanent, "bad credentials", None),
+        Finish::abandoned("shutdown", None),
     ];
     for (lease, outcome) in leases.iter().zip(&outcomes) {
         assert!(backend.finish("me", lease, outcome).await.expect("finish"));
@@ -182,7 +174,7 @@ async fn an_abandoned_run_is_recovered_with_a_new_attempt() {
     // The dead process's late outcome is refused.
     assert!(
         !dead
-            .finish("dead", &first[0], &RunOutcome::Succeeded)
+            .finish("dead", &first[0], &Finish::succeeded())
             .await
             .expect("finish")
     );
