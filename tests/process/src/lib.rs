@@ -266,7 +266,7 @@ impl Cluster {
         let log = self.dir.path().join("server.log");
         let mut all = vec![
             "-D",
-            &*data.to_str().expect("utf-8 path"),
+            data.to_str().expect("utf-8 path"),
             "-l",
             log.to_str().expect("utf-8 path"),
         ];
