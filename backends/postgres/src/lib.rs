@@ -347,20 +347,23 @@ impl PgBackend {
             .bind(&lock_keys)
             .fetch_all(&mut *tx)
             .await?;
+        let mut registered = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let key: i64 = row.try_get("lock_key")?;
+            let ns: String = row.try_get("namespace")?;
+            let job: String = row.try_get("job_name")?;
+            registered.insert(key, (ns, job));
+        }
         for (key, job) in keys {
-            let Some(row) = rows
-                .iter()
-                .find(|r| r.try_get::<i64, _>("lock_key").ok() == Some(*key))
-            else {
+            let Some((registered_namespace, registered_job)) = registered.remove(key) else {
                 return Err(PgError::UnexpectedValue {
                     column: "lock_keys.lock_key",
                     value: format!("{key} missing after registration"),
                 });
             };
-            let registered_namespace: String = row.try_get("namespace")?;
-            let registered_job: String = row.try_get("job_name")?;
             if registered_namespace != namespace || registered_job != *job {
-                // Dropping `tx` rolls back what this call inserted.
+                // Roll back now rather than on drop, so no transaction stays open holding locks.
+                tx.rollback().await?;
                 return Err(PgError::LockKeyCollision {
                     key: *key,
                     registered_namespace,
@@ -660,6 +663,17 @@ impl LockStore for PgBackend {
     /// Cancel safe: the release completes even if the caller goes away.
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
         self.inner.locks.unlock(owner, keys).await
+    }
+
+    /// Records the keys in the schema's `lock_keys` table; see [`PgBackend::register_lock_keys`].
+    async fn register_lock_keys(
+        &self,
+        namespace: &str,
+        keys: &[(i64, String)],
+    ) -> Result<(), StoreError> {
+        PgBackend::register_lock_keys(self, namespace, keys)
+            .await
+            .map_err(StoreError::from)
     }
 }
 

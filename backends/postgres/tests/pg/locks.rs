@@ -236,3 +236,33 @@ async fn a_dead_idle_lock_session_is_replaced_on_the_next_try_lock() {
     a.close().await;
     other.close().await;
 }
+
+/// `try_start` records the binary's lock keys; a second binary giving a key to another job is
+/// refused before it claims anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_start_refuses_a_key_another_binary_gave_to_another_job() {
+    let schema = TestSchema::new();
+    let key = (crate::common::random_u64() >> 1) as i64;
+    let noop = |_ctx: slotguard::JobContext| async {};
+    let first = slotguard::Scheduler::builder()
+        .backend(schema.backend().await)
+        .lock_namespace("billing")
+        .job(slotguard::Job::new("invoices", "0 2 * * *", noop).lock_key(key))
+        .build()
+        .expect("valid")
+        .try_start()
+        .await
+        .expect("first binary starts");
+    first.shutdown().await;
+    let err = slotguard::Scheduler::builder()
+        .backend(schema.backend().await)
+        .lock_namespace("reports")
+        .job(slotguard::Job::new("weekly", "0 3 * * 1", noop).lock_key(key))
+        .build()
+        .expect("valid")
+        .try_start()
+        .await
+        .expect_err("the key belongs to `invoices`");
+    let message = err.to_string();
+    assert!(message.contains("invoices") && message.contains("weekly"), "{message}");
+}
