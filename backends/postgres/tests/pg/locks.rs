@@ -264,5 +264,8 @@ async fn try_start_refuses_a_key_another_binary_gave_to_another_job() {
         .await
         .expect_err("the key belongs to `invoices`");
     let message = err.to_string();
-    assert!(message.contains("invoices") && message.contains("weekly"), "{message}");
+    assert!(
+        message.contains("invoices") && message.contains("weekly"),
+        "{message}"
+    );
 }
