@@ -324,6 +324,40 @@ impl CronExpr {
         days & month_days
     }
 
+    /// The first date on or after `year-month-day` (whose weekday is `weekday`, 0 = Sunday) that
+    /// matches the date fields, looking at no more than `months` months starting with that one:
+    /// `(year, month, day)`. `None` when there is none in that window, or when the expression uses
+    /// `W` or `LW` (the general path handles those). The date must be valid.
+    pub(crate) fn next_date_within(
+        &self,
+        (mut year, mut month, mut day): (i64, u32, u32),
+        weekday: u32,
+        months: u32,
+    ) -> Option<(i64, u32, u32)> {
+        if self.nearest_weekday != 0 || self.last_weekday {
+            return None;
+        }
+        // Weekday of the 1st, 0 = Sunday; `day - 1` is at most 30.
+        let mut first_wd = (weekday + 35 - (day - 1)) % 7;
+        for _ in 0..months {
+            let last = month_length(year, month);
+            if self.months & (1 << month) != 0 {
+                let rest = self.day_mask(last, first_wd) & (u32::MAX << day);
+                if rest != 0 {
+                    return Some((year, month, rest.trailing_zeros()));
+                }
+            }
+            first_wd = (first_wd + last) % 7;
+            day = 1;
+            (year, month) = if month == 12 {
+                (year + 1, 1)
+            } else {
+                (year, month + 1)
+            };
+        }
+        None
+    }
+
     /// [`CronExpr::next_date`], one day at a time (for `W` and `LW`).
     fn next_date_by_day(&self, from: NaiveDate, until: NaiveDate) -> Option<NaiveDate> {
         let mut date = from;
@@ -398,13 +432,18 @@ fn first_of_next_month(date: NaiveDate) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(year, month, 1)
 }
 
-fn is_leap_year(year: i32) -> bool {
+fn is_leap_year(year: i64) -> bool {
     year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0)
 }
 
 pub(crate) fn last_day_of_month(date: NaiveDate) -> u32 {
-    match date.month() {
-        2 if is_leap_year(date.year()) => 29,
+    month_length(i64::from(date.year()), date.month())
+}
+
+/// The number of days of `month` (1..=12) of the proleptic Gregorian `year`.
+fn month_length(year: i64, month: u32) -> u32 {
+    match month {
+        2 if is_leap_year(year) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,

@@ -22,6 +22,13 @@ const DAY: i64 = 86_400;
 /// The first and last instants chrono represents, in seconds.
 const MIN_INSTANT: i64 = DateTime::<Utc>::MIN_UTC.timestamp();
 const MAX_INSTANT: i64 = DateTime::<Utc>::MAX_UTC.timestamp();
+/// The instants the cache-only path takes (0001-01-01 to the end of 9996): its dates stay well inside
+/// chrono's calendar.
+const FAST_FIRST: i64 = -62_135_596_800;
+const FAST_LAST: i64 = 253_307_692_799;
+/// How many months the cache-only path searches for a matching date before leaving it to the general
+/// path.
+const FAST_MONTHS: u32 = 14;
 /// One Gregorian cycle and a little: past it, a pattern that did not match never will.
 const SEARCH_DAYS: u64 = 146_097 + 2;
 
@@ -235,6 +242,9 @@ impl Schedule {
     /// The search is bounded: it never looks further than one 400-year Gregorian cycle ahead.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
         let min_inst = after.timestamp().checked_add(1)?;
+        if let Some(slot) = self.next_cached(min_inst) {
+            return Some(slot);
+        }
         let offset = self.offset_at(min_inst);
         let local_date = date_of(min_inst + offset);
         // The common case: no transition anywhere near, so no earlier date can reach past `min_inst`
@@ -318,6 +328,61 @@ impl Schedule {
         Some(Slot {
             scheduled_at,
             wall,
+            zone: self.zone,
+        })
+    }
+
+    /// [`Schedule::next_after`] on integer seconds, for the general path's common case: `None` when
+    /// the first date is not quiet, or the first matching date after it is not regular or not within
+    /// [`FAST_MONTHS`] (the general path then runs instead).
+    ///
+    /// It makes the general path's quiet test (the same three offset reads, cached as there) and then
+    /// reads the first date with that offset. A later date is used only when
+    /// [`Schedule::regular_offset`] finds it regular; a regular day always yields its first time of
+    /// day, which ends the general search.
+    fn next_cached(&self, min_inst: i64) -> Option<Slot> {
+        if !(FAST_FIRST..=FAST_LAST).contains(&min_inst) {
+            return None;
+        }
+        let offset = self.offset_at(min_inst);
+        let local = min_inst + offset;
+        let days = local.div_euclid(DAY);
+        let d0 = days * DAY;
+        let end = d0 + DAY + MAX_OFFSET;
+        if self.offset_at(min_inst - LOOKBACK) != offset || self.offset_at(end) != offset {
+            return None;
+        }
+        self.note_regular(&self.cache[0], min_inst - LOOKBACK, end, offset);
+        let civil = civil_from_days(days);
+        let mut found = self
+            .expr
+            .next_date_within(civil, weekday_of(days), FAST_MONTHS)?;
+        if found == civil {
+            if let Some(time) = self.expr.next_time_of_day((local - d0) as u32) {
+                return self.slot_at(d0 + i64::from(time), offset, found);
+            }
+            found = self.expr.next_date_within(
+                civil_from_days(days + 1),
+                weekday_of(days + 1),
+                FAST_MONTHS,
+            )?;
+        }
+        let d0 = days_from_civil(found) * DAY;
+        let offset = self.regular_offset(d0)?;
+        let time = self.expr.next_time_of_day(0)?;
+        self.slot_at(d0 + i64::from(time), offset, found)
+    }
+
+    /// The slot at wall second `wall` read with `offset`, on the date `(year, month, day)`.
+    fn slot_at(&self, wall: i64, offset: i64, (year, month, day): (i64, u32, u32)) -> Option<Slot> {
+        let date = NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
+        let time = NaiveTime::from_num_seconds_from_midnight_opt(
+            u32::try_from(wall - days_from_civil((year, month, day)) * DAY).ok()?,
+            0,
+        )?;
+        Some(Slot {
+            scheduled_at: DateTime::from_timestamp(wall - offset, 0)?,
+            wall: date.and_time(time),
             zone: self.zone,
         })
     }
@@ -532,6 +597,36 @@ fn search_end(date: NaiveDate) -> NaiveDate {
         .unwrap_or(NaiveDate::MAX)
 }
 
+/// The proleptic Gregorian `(year, month, day)` of day `days` counted from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// The inverse of [`civil_from_days`] (Howard Hinnant's `days_from_civil`).
+fn days_from_civil((year, month, day): (i64, u32, u32)) -> i64 {
+    let year = year - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = i64::from(if month > 2 { month - 3 } else { month + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The weekday of day `days` counted from 1970-01-01 (a Thursday), 0 = Sunday.
+fn weekday_of(days: i64) -> u32 {
+    (days + 4).rem_euclid(7) as u32
+}
+
 /// Wall-clock seconds (a naive date-time counted as if it were UTC) of the start of `date`.
 fn day_start(date: NaiveDate) -> i64 {
     date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp()
@@ -716,6 +811,68 @@ mod tests {
                     });
                 }
             });
+        }
+    }
+
+    #[test]
+    fn civil_arithmetic_matches_chrono() {
+        let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+        let mut days = -1_000_000i64;
+        while days <= 3_000_000 {
+            let date = epoch + TimeDelta::days(days);
+            let civil = (i64::from(date.year()), date.month(), date.day());
+            assert_eq!(civil_from_days(days), civil, "{date}");
+            assert_eq!(days_from_civil(civil), days, "{date}");
+            assert_eq!(day_start(date), days * DAY, "{date}");
+            assert_eq!(
+                weekday_of(days),
+                date.weekday().num_days_from_sunday(),
+                "{date}"
+            );
+            days += if (-800_000..800_000).contains(&days) {
+                1
+            } else {
+                97
+            };
+        }
+        assert_eq!(
+            days_from_civil((1, 1, 1)) * DAY,
+            FAST_FIRST,
+            "FAST_FIRST is 0001-01-01"
+        );
+        assert_eq!(
+            days_from_civil((9997, 1, 1)) * DAY - 1,
+            FAST_LAST,
+            "FAST_LAST is the end of 9996"
+        );
+    }
+
+    #[test]
+    fn cached_answers_match_a_cold_cache() {
+        let exprs = [
+            "0 2 * * *",
+            "*/15 * * * *",
+            "0 9 * * MON-FRI",
+            "0 0 29 2 *",
+            "30 23 31 * *",
+        ];
+        let zones = [
+            "Asia/Seoul",
+            "America/New_York",
+            "Europe/Berlin",
+            "Australia/Lord_Howe",
+        ];
+        for expr in exprs {
+            for zone in zones {
+                let warm = Schedule::parse(expr, zone).unwrap();
+                let start = at("2025-06-01T00:00:00Z").timestamp();
+                for step in 0..4_000i64 {
+                    let t = DateTime::from_timestamp(start + step * 7_919, 0).unwrap();
+                    // A clone starts with an empty cache, so all its offset reads go to the tz data.
+                    let cold = warm.clone();
+                    assert_eq!(warm.next_after(t), cold.next_after(t), "{expr} {zone} {t}");
+                }
+            }
         }
     }
 
