@@ -56,6 +56,9 @@ pub struct Schedule {
     /// Spans near the instants asked about, and near the dates searched (which can be weeks
     /// later): two entries, so that the one does not keep evicting the other.
     cache: [OffsetCache; 2],
+    /// The last transition found by bisection, as `(instant, offset before, offset after)`: calls
+    /// near the same transition verify it with two lookups instead of bisecting again.
+    transition: OffsetCache,
 }
 
 /// A span of instants `[start, end]` over which the zone has one offset, remembered between calls so
@@ -186,6 +189,7 @@ impl Schedule {
             zone,
             dst,
             cache: Default::default(),
+            transition: OffsetCache::default(),
         }
     }
 
@@ -494,6 +498,16 @@ impl Schedule {
         let mut cursor = lo;
         while offsets[count] != last_offset && count < transitions.len() {
             let (mut a, mut b) = (cursor, hi);
+            let known = self.transition.get().filter(|&(t, before, after)| {
+                cursor < t
+                    && t <= hi
+                    && before == offsets[count]
+                    && self.offset_at(t - 1) == before
+                    && self.offset_at(t) == after
+            });
+            if let Some((t, _, _)) = known {
+                (a, b) = (t - 1, t);
+            }
             while b - a > 1 {
                 let mid = a + (b - a) / 2;
                 if self.offset_at(mid) == offsets[count] {
@@ -504,6 +518,9 @@ impl Schedule {
             }
             transitions[count] = b;
             offsets[count + 1] = self.offset_at(b);
+            if known.is_none() {
+                self.transition.put(b, offsets[count], offsets[count + 1]);
+            }
             count += 1;
             cursor = b;
         }
