@@ -48,6 +48,31 @@ fn args(store: &str, instance: &str, ledger: &std::path::Path, extra: &[&str]) -
     v
 }
 
+async fn connect(url: &str, schema: &str) -> slotguard_postgres::PgBackend {
+    slotguard_postgres::PgBackend::builder(url)
+        .schema(schema)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Every run of the effect's job, and the run of its slot.
+async fn run_row(
+    url: &str,
+    schema: &str,
+    effect: &Effect,
+) -> (Vec<slotguard_postgres::RunRow>, slotguard_postgres::RunRow) {
+    let backend = connect(url, schema).await;
+    let rows = backend.runs(Some(&effect.job)).await.expect("runs");
+    backend.close().await;
+    let row = rows
+        .iter()
+        .find(|r| r.key.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ").to_string() == effect.slot)
+        .cloned()
+        .expect("the run row");
+    (rows, row)
+}
+
 fn start_nodes(store: &str, ledger: &std::path::Path, n: usize, extra: &[&str]) -> Vec<Node> {
     let mut nodes: Vec<Node> = (0..n)
         .map(|i| Node::spawn(NODE, &args(store, &format!("n{i}"), ledger, extra)))
@@ -217,16 +242,7 @@ async fn kill_9_of_the_owner_is_recovered_once_within_the_stale_threshold() {
         "exactly one recovery attempt: {attempts:?}"
     );
 
-    let backend = slotguard_postgres::PgBackend::builder(&url)
-        .schema(&schema)
-        .connect()
-        .await
-        .expect("connect");
-    let rows = backend.runs(Some(&first.job)).await.expect("runs");
-    let row = rows
-        .iter()
-        .find(|r| r.key.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ").to_string() == first.slot)
-        .expect("the run row");
+    let (rows, row) = run_row(&url, &schema, &first).await;
     assert_eq!(
         row.status,
         slotguard::store::RunStatus::Succeeded,
@@ -238,7 +254,6 @@ async fn kill_9_of_the_owner_is_recovered_once_within_the_stale_threshold() {
             .all(|r| r.status != slotguard::store::RunStatus::Running
                 || r.key.scheduled_at > Utc::now() - chrono::Duration::seconds(5))
     );
-    backend.close().await;
     drop_schema(&url, &schema).await;
 }
 
@@ -277,16 +292,7 @@ async fn a_stopped_owner_is_fenced_when_it_wakes_up() {
             .any(|e| e.kind == "end" && e.pid == first.pid && e.slot == first.slot),
         "the stopped owner did not complete its stale attempt: {effects:?}"
     );
-    let backend = slotguard_postgres::PgBackend::builder(&url)
-        .schema(&schema)
-        .connect()
-        .await
-        .expect("connect");
-    let rows = backend.runs(Some(&first.job)).await.expect("runs");
-    let row = rows
-        .iter()
-        .find(|r| r.key.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ").to_string() == first.slot)
-        .expect("the run row");
+    let (_, row) = run_row(&url, &schema, &first).await;
     assert_eq!(row.status, slotguard::store::RunStatus::Succeeded);
     assert_eq!(
         row.attempt, 2,
@@ -297,7 +303,6 @@ async fn a_stopped_owner_is_fenced_when_it_wakes_up() {
         slotguard::store::RunStatus::Abandoned,
         "{row:?}"
     );
-    backend.close().await;
     drop_schema(&url, &schema).await;
 }
 
@@ -353,18 +358,13 @@ async fn sigterm_hands_in_flight_runs_over_and_claims_nothing_after() {
         })
         .collect();
     assert!(after.is_empty(), "claimed after the signal: {after:?}");
-    let backend = slotguard_postgres::PgBackend::builder(&url)
-        .schema(&schema)
-        .connect()
-        .await
-        .expect("connect");
+    let backend = connect(&url, &schema).await;
     let rows = backend.runs(None).await.expect("runs");
     assert!(
         rows.iter()
             .all(|r| r.status != slotguard::store::RunStatus::Running),
         "nothing left running: {rows:?}"
     );
-    backend.close().await;
     drop_schema(&url, &schema).await;
 }
 
@@ -418,16 +418,7 @@ async fn terminating_the_lock_session_tells_the_running_job() {
     tokio::task::spawn_blocking(move || stop_all(nodes))
         .await
         .expect("stop");
-    let backend = slotguard_postgres::PgBackend::builder(&url)
-        .schema(&schema)
-        .connect()
-        .await
-        .expect("connect");
-    let rows = backend.runs(Some(&first.job)).await.expect("runs");
-    let row = rows
-        .iter()
-        .find(|r| r.key.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ").to_string() == first.slot)
-        .expect("the run row");
+    let (_, row) = run_row(&url, &schema, &first).await;
     assert_ne!(
         row.attempts[0].status,
         slotguard::store::RunStatus::Succeeded,
@@ -439,7 +430,6 @@ async fn terminating_the_lock_session_tells_the_running_job() {
         .filter(|a| a.status == slotguard::store::RunStatus::Succeeded)
         .count();
     assert!(accepted <= 1, "no second accepted completion: {row:?}");
-    backend.close().await;
     pool.close().await;
     drop_schema(&url, &schema).await;
 }
