@@ -83,6 +83,15 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
 
 /// What the store recorded: runs by status, and the skipped slots with their reason.
 async fn store_summary(store: &str) {
+    // The two backends' inspection rows are different types with the same fields.
+    let row = |key: slotguard::store::SlotKey, status: slotguard::store::RunStatus, message| {
+        (
+            key.job,
+            key.scheduled_at.format("%H:%M:%S").to_string(),
+            status.to_string(),
+            message,
+        )
+    };
     let rows: Vec<(String, String, String, Option<String>)> = match store.strip_prefix("sqlite:") {
         Some(path) => match slotguard_sqlite::SqliteBackend::open(path).await {
             Ok(b) => b
@@ -90,37 +99,23 @@ async fn store_summary(store: &str) {
                 .await
                 .unwrap_or_default()
                 .into_iter()
-                .map(|r| {
-                    (
-                        r.key.job,
-                        r.key.scheduled_at.format("%H:%M:%S").to_string(),
-                        r.status.to_string(),
-                        r.error_message,
-                    )
-                })
+                .map(|r| row(r.key, r.status, r.error_message))
                 .collect(),
             Err(_) => Vec::new(),
         },
         None => {
             let url = store.strip_prefix("postgres:").unwrap_or(store);
-            match slotguard_postgres::PgBackend::builder(url)
+            let backend = slotguard_postgres::PgBackend::builder(url)
                 .schema("slotguard_quickstart")
                 .connect()
-                .await
-            {
+                .await;
+            match backend {
                 Ok(b) => b
                     .runs(None)
                     .await
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|r| {
-                        (
-                            r.key.job,
-                            r.key.scheduled_at.format("%H:%M:%S").to_string(),
-                            r.status.to_string(),
-                            r.error_message,
-                        )
-                    })
+                    .map(|r| row(r.key, r.status, r.error_message))
                     .collect(),
                 Err(_) => Vec::new(),
             }

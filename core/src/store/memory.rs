@@ -53,6 +53,27 @@ struct Run {
     attempts: Vec<AttemptRecord>,
 }
 
+impl Run {
+    /// A `running` row for `request` with no owner, token or attempt yet.
+    fn new(id: i64, request: &ClaimRequest, now: DateTime<Utc>) -> Self {
+        Run {
+            id,
+            status: RunStatus::Running,
+            owner: String::new(),
+            token: 0,
+            heartbeat_at: now,
+            stale_after: request.stale_after,
+            trigger: request.trigger,
+            zone: request.zone.clone(),
+            wall: request.wall,
+            business_date: request.business_date,
+            next_attempt_at: None,
+            message: None,
+            attempts: Vec::new(),
+        }
+    }
+}
+
 /// One attempt of a run, as the memory backend recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
@@ -279,19 +300,12 @@ impl SlotStore for MemoryBackend {
             inner.runs.insert(
                 request.key.clone(),
                 Run {
-                    id,
                     status: RunStatus::Skipped,
                     owner: String::new(),
                     token: 0,
-                    heartbeat_at: now,
-                    stale_after: request.stale_after,
-                    trigger: request.trigger,
-                    zone: request.zone.clone(),
-                    wall: request.wall,
-                    business_date: request.business_date,
-                    next_attempt_at: None,
                     message: Some(reason.to_owned()),
                     attempts: Vec::new(),
+                    ..Run::new(id, request, now)
                 },
             );
         }
@@ -402,19 +416,10 @@ impl Inner {
         self.next_run_id += 1;
         let id = self.next_run_id;
         let mut run = Run {
-            id,
-            status: RunStatus::Running,
             owner: owner.to_owned(),
             token,
-            heartbeat_at: now,
-            stale_after: request.stale_after,
-            trigger: request.trigger,
-            zone: request.zone.clone(),
-            wall: request.wall,
-            business_date: request.business_date,
-            next_attempt_at: None,
-            message: None,
             attempts: vec![running_attempt(1, owner, token)],
+            ..Run::new(id, request, now)
         };
         if let Some((status, message)) = status {
             run.status = status;
