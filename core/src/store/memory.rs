@@ -10,9 +10,11 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
-    RunStatus, SlotKey, SlotStore, StoreError, Trigger,
+    AdminStore, AttemptRecord, AuditEntry, AuditRecord, Backend, Claim, ClaimRequest, DueClaim,
+    DueSpec, Enqueue, Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, RunChange,
+    RunFilter, RunRecord, RunStatus, SlotKey, SlotStore, StoreError, Trigger,
 };
+use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::policy::Overlap;
 
@@ -33,6 +35,8 @@ struct Inner {
     next_token: i64,
     locks: HashMap<i64, (String, CancellationToken)>,
     lock_keys: HashMap<i64, (String, String)>,
+    jobs: std::collections::BTreeMap<String, JobRecord>,
+    audit: Vec<AuditRecord>,
     unavailable: bool,
 }
 
@@ -50,6 +54,11 @@ struct Run {
     business_date: NaiveDate,
     next_attempt_at: Option<DateTime<Utc>>,
     message: Option<String>,
+    error_class: Option<ErrorClass>,
+    fingerprint: u64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
     attempts: Vec<AttemptRecord>,
 }
 
@@ -69,45 +78,52 @@ impl Run {
             business_date: request.business_date,
             next_attempt_at: None,
             message: None,
+            error_class: None,
+            fingerprint: request.fingerprint,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
             attempts: Vec::new(),
         }
     }
-}
 
-/// One attempt of a run, as the memory backend recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttemptRecord {
-    /// From 1.
-    pub attempt: u32,
-    /// The process that held it.
-    pub owner: String,
-    /// Its fencing token.
-    pub token: i64,
-    /// `running` until it ends.
-    pub status: RunStatus,
-    /// The error or the reason, when it did not succeed.
-    pub message: Option<String>,
-}
+    fn record(&self, key: &SlotKey) -> RunRecord {
+        let last = self.attempts.last();
+        RunRecord {
+            id: self.id,
+            key: key.clone(),
+            status: self.status,
+            attempt: self.attempts.len() as u32,
+            owner: (!self.owner.is_empty()).then(|| self.owner.clone()),
+            token: self.token,
+            heartbeat_at: last.map(|_| self.heartbeat_at),
+            stale_after: self.stale_after,
+            next_attempt_at: self.next_attempt_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: last.map(|a| a.started_at),
+            finished_at: self.finished_at,
+            error_class: self.error_class.map(|c| c.as_str().to_owned()),
+            error_message: self.message.clone(),
+            zone: self.zone.clone(),
+            wall_time: self.wall,
+            business_date: self.business_date,
+            trigger: self.trigger,
+            fingerprint: self.fingerprint,
+            attempts: self.attempts.clone(),
+        }
+    }
 
-/// A run, as the memory backend recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRecord {
-    /// The slot.
-    pub key: SlotKey,
-    /// The run's id.
-    pub id: i64,
-    /// Its status.
-    pub status: RunStatus,
-    /// Why it exists.
-    pub trigger: Trigger,
-    /// The slot's business date.
-    pub business_date: NaiveDate,
-    /// The current fencing token.
-    pub token: i64,
-    /// The run's last error or reason (a skip's, a replacement's, the last failure's).
-    pub message: Option<String>,
-    /// Every attempt, in order.
-    pub attempts: Vec<AttemptRecord>,
+    /// Marks the run's running attempt ended with `status`.
+    fn end_attempt(&mut self, status: RunStatus, why: &str, now: DateTime<Utc>) {
+        if let Some(last) = self.attempts.last_mut()
+            && last.status == RunStatus::Running
+        {
+            last.status = status;
+            last.message = Some(why.to_owned());
+            last.finished_at = Some(now);
+        }
+    }
 }
 
 impl Default for MemoryBackend {
@@ -152,16 +168,7 @@ impl MemoryBackend {
         let mut runs: Vec<RunRecord> = inner
             .runs
             .iter()
-            .map(|(key, run)| RunRecord {
-                key: key.clone(),
-                id: run.id,
-                status: run.status,
-                trigger: run.trigger,
-                business_date: run.business_date,
-                token: run.token,
-                message: run.message.clone(),
-                attempts: run.attempts.clone(),
-            })
+            .map(|(key, run)| run.record(key))
             .collect();
         runs.sort_by(|a, b| a.key.cmp(&b.key));
         runs
@@ -259,13 +266,10 @@ impl SlotStore for MemoryBackend {
             let run = inner.runs.get_mut(&key).expect("present");
             let attempts = run.attempts.len() as u32;
             if attempts >= max_attempts && run.status != RunStatus::Pending {
-                if let Some(last) = run.attempts.last_mut()
-                    && last.status == RunStatus::Running
-                {
-                    last.status = RunStatus::Abandoned;
-                    last.message = Some("heartbeat expired".into());
-                }
+                run.end_attempt(RunStatus::Abandoned, "heartbeat expired", now);
                 run.status = RunStatus::Dead;
+                run.updated_at = now;
+                run.finished_at = Some(now);
                 run.next_attempt_at = None;
                 run.message = Some(format!("attempts exhausted ({attempts} of {max_attempts})"));
                 continue;
@@ -344,12 +348,16 @@ impl SlotStore for MemoryBackend {
         }
         run.status = finish.status;
         run.message = finish.message.clone();
+        run.error_class = finish.error_class;
+        run.updated_at = now;
+        run.finished_at = (finish.retry_in.is_none()).then_some(now);
         run.next_attempt_at = finish
             .retry_in
             .map(|d| now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX / 2));
         if let Some(last) = run.attempts.last_mut() {
             last.status = finish.attempt_status;
             last.message = finish.message.clone();
+            last.finished_at = Some(now);
         }
         Ok(true)
     }
@@ -402,10 +410,7 @@ impl Inner {
                         run.status = RunStatus::Abandoned;
                         run.next_attempt_at = None;
                         run.message = Some("replaced by a newer slot".into());
-                        if let Some(last) = run.attempts.last_mut() {
-                            last.status = RunStatus::Abandoned;
-                            last.message = Some("replaced by a newer slot".into());
-                        }
+                        run.end_attempt(RunStatus::Abandoned, "replaced by a newer slot", now);
                     }
                 }
                 None
@@ -418,7 +423,7 @@ impl Inner {
         let mut run = Run {
             owner: owner.to_owned(),
             token,
-            attempts: vec![running_attempt(1, owner, token)],
+            attempts: vec![running_attempt(1, owner, token, now)],
             ..Run::new(id, request, now)
         };
         if let Some((status, message)) = status {
@@ -440,19 +445,16 @@ impl Inner {
 
 /// A new attempt of an existing run for `owner`.
 fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>, why: &str) -> Lease {
-    if let Some(last) = run.attempts.last_mut()
-        && last.status == RunStatus::Running
-    {
-        last.status = RunStatus::Abandoned;
-        last.message = Some(why.to_owned());
-    }
+    run.end_attempt(RunStatus::Abandoned, why, now);
     run.status = RunStatus::Running;
+    run.updated_at = now;
+    run.finished_at = None;
     run.token = token;
     run.owner = owner.to_owned();
     run.heartbeat_at = now;
     run.next_attempt_at = None;
     let attempt = run.attempts.len() as u32 + 1;
-    run.attempts.push(running_attempt(attempt, owner, token));
+    run.attempts.push(running_attempt(attempt, owner, token, now));
     Lease {
         run_id: run.id,
         attempt,
@@ -531,12 +533,240 @@ fn is_stale(run: &Run, now: DateTime<Utc>) -> bool {
         .is_some_and(|deadline| deadline < now)
 }
 
-fn running_attempt(attempt: u32, owner: &str, token: i64) -> AttemptRecord {
+fn running_attempt(attempt: u32, owner: &str, token: i64, now: DateTime<Utc>) -> AttemptRecord {
     AttemptRecord {
         attempt,
         owner: owner.to_owned(),
         token,
         status: RunStatus::Running,
+        started_at: now,
+        finished_at: None,
         message: None,
+    }
+}
+
+/// The most runs one admin read returns.
+const MAX_LIST: usize = 10_000;
+
+impl Inner {
+    fn audit(
+        &mut self,
+        job: &str,
+        run: Option<(i64, DateTime<Utc>)>,
+        entry: &AuditEntry,
+        now: DateTime<Utc>,
+    ) {
+        let id = self.audit.len() as i64 + 1;
+        self.audit.push(AuditRecord {
+            id,
+            job: job.to_owned(),
+            run_id: run.map(|r| r.0),
+            scheduled_at: run.map(|r| r.1),
+            entry: entry.clone(),
+            at: now,
+        });
+    }
+}
+
+#[async_trait]
+impl AdminStore for MemoryBackend {
+    async fn register_jobs(&self, jobs: &[JobDefinition]) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        for job in jobs {
+            let record = inner
+                .jobs
+                .entry(job.name.clone())
+                .or_insert_with(|| JobRecord {
+                    definition: job.clone(),
+                    paused: false,
+                    paused_by: None,
+                    paused_reason: None,
+                    paused_at: None,
+                    seen_at: now,
+                });
+            record.definition = job.clone();
+            record.seen_at = now;
+        }
+        Ok(())
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(inner.jobs.values().cloned().collect())
+    }
+
+    async fn set_paused(
+        &self,
+        job: &str,
+        paused: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let Some(record) = inner.jobs.get_mut(job) else {
+            return Ok(false);
+        };
+        record.paused = paused;
+        record.paused_by = Some(audit.actor.clone());
+        record.paused_reason = Some(audit.reason.clone());
+        record.paused_at = Some(now);
+        inner.audit(job, None, audit, now);
+        Ok(true)
+    }
+
+    async fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        let mut runs: Vec<RunRecord> = inner
+            .runs
+            .iter()
+            .filter(|(key, run)| {
+                filter.job.as_ref().is_none_or(|j| *j == key.job)
+                    && filter.status.is_none_or(|s| s == run.status)
+                    && filter.partition.as_ref().is_none_or(|p| *p == key.partition)
+                    && filter.from.is_none_or(|f| key.scheduled_at >= f)
+                    && filter.to.is_none_or(|t| key.scheduled_at < t)
+            })
+            .map(|(key, run)| run.record(key))
+            .collect();
+        runs.sort_by(|a, b| {
+            (b.key.scheduled_at, b.id).cmp(&(a.key.scheduled_at, a.id))
+        });
+        runs.truncate(filter.limit.min(MAX_LIST));
+        Ok(runs)
+    }
+
+    async fn slot_times(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        let mut times: Vec<DateTime<Utc>> = inner
+            .runs
+            .keys()
+            .filter(|k| k.job == job && k.scheduled_at >= from && k.scheduled_at < to)
+            .map(|k| k.scheduled_at)
+            .collect();
+        times.sort();
+        times.dedup();
+        Ok(times)
+    }
+
+    async fn latest_slots(
+        &self,
+        jobs: &[String],
+    ) -> Result<Vec<Option<DateTime<Utc>>>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(jobs
+            .iter()
+            .map(|job| {
+                inner
+                    .runs
+                    .iter()
+                    .filter(|(k, r)| k.job == *job && r.trigger != Trigger::Manual)
+                    .map(|(k, _)| k.scheduled_at)
+                    .max()
+            })
+            .collect())
+    }
+
+    async fn retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let Some(run) = inner.runs.get_mut(key) else {
+            return Ok(RunChange::NotFound);
+        };
+        match run.status {
+            RunStatus::Failed | RunStatus::Dead | RunStatus::Abandoned | RunStatus::Skipped => {}
+            status => return Ok(RunChange::Refused { status }),
+        }
+        run.status = RunStatus::Pending;
+        run.next_attempt_at = Some(now);
+        run.finished_at = None;
+        run.updated_at = now;
+        let run_id = run.id;
+        inner.audit(&key.job, Some((run_id, key.scheduled_at)), audit, now);
+        Ok(RunChange::Done { run_id })
+    }
+
+    async fn enqueue(
+        &self,
+        runs: &[Enqueue],
+        audit: &AuditEntry,
+    ) -> Result<Vec<Option<i64>>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let mut answers = Vec::with_capacity(runs.len());
+        for run in runs {
+            let key = &run.request.key;
+            if inner.runs.contains_key(key) {
+                answers.push(None);
+                continue;
+            }
+            inner.next_run_id += 1;
+            let id = inner.next_run_id;
+            inner.runs.insert(
+                key.clone(),
+                Run {
+                    status: RunStatus::Pending,
+                    next_attempt_at: Some(run.not_before),
+                    ..Run::new(id, &run.request, now)
+                },
+            );
+            inner.audit(&key.job, Some((id, key.scheduled_at)), audit, now);
+            answers.push(Some(id));
+        }
+        Ok(answers)
+    }
+
+    async fn cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let Some(run) = inner.runs.get_mut(key) else {
+            return Ok(RunChange::NotFound);
+        };
+        match run.status {
+            RunStatus::Running | RunStatus::Pending => {}
+            status => return Ok(RunChange::Refused { status }),
+        }
+        let message = format!("cancelled by {}: {}", audit.actor, audit.reason);
+        run.end_attempt(RunStatus::Abandoned, &message, now);
+        run.status = RunStatus::Failed;
+        run.error_class = Some(ErrorClass::Permanent);
+        run.message = Some(message);
+        run.next_attempt_at = None;
+        run.finished_at = Some(now);
+        run.updated_at = now;
+        let run_id = run.id;
+        inner.audit(&key.job, Some((run_id, key.scheduled_at)), audit, now);
+        Ok(RunChange::Done { run_id })
+    }
+
+    async fn audit_log(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(inner
+            .audit
+            .iter()
+            .rev()
+            .filter(|a| job.is_none_or(|j| j == a.job))
+            .take(limit.min(MAX_LIST))
+            .cloned()
+            .collect())
     }
 }

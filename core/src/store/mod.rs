@@ -14,7 +14,13 @@ use tokio_util::sync::CancellationToken;
 use crate::ErrorClass;
 use crate::policy::Overlap;
 
+pub mod admin;
 pub mod memory;
+
+pub use admin::{
+    AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange,
+    RunFilter, RunRecord,
+};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -330,9 +336,9 @@ pub trait LockStore: Send + Sync + 'static {
     }
 }
 
-/// A store for every guard level: what [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend)
-/// takes.
-pub trait Backend: SlotStore + LockStore {
+/// A store for every guard level and for operators: what
+/// [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend) takes.
+pub trait Backend: SlotStore + LockStore + AdminStore {
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 }
