@@ -42,6 +42,7 @@ extern crate self as slotguard;
 
 mod clock;
 mod context;
+pub mod admin;
 pub mod guard;
 mod handle;
 mod job;

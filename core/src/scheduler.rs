@@ -10,6 +10,7 @@ use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Tz, UnknownZone, parse_
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admin::shown;
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::guard::local::LocalGuard;
 use crate::guard::lock::LockGuard;
@@ -581,16 +582,6 @@ fn check_name(name: &str) -> Result<(), &'static str> {
         return Err("contains `:`, the separator of idempotency keys");
     }
     Ok(())
-}
-
-fn shown(name: &str) -> String {
-    let escaped: String = name.escape_debug().collect();
-    if escaped.chars().count() <= 64 {
-        escaped
-    } else {
-        let head: String = escaped.chars().take(64).collect();
-        format!("{head}… ({} characters)", name.chars().count())
-    }
 }
 
 /// The lock key of a job without an explicit one: FNV-1a 64 of `namespace/job`, stable across builds,

@@ -1,0 +1,682 @@
+//! Operating slotguard: one Rust API that the axum router, the `slotguard` CLI and an application's
+//! own code all go through.
+//!
+//! [`Admin`] holds the policy (validation, schedules, missed-slot arithmetic, limits); the store holds
+//! the mechanism ([`AdminStore`](crate::store::AdminStore)). Every change is audited with an actor and a
+//! reason. Nothing here authenticates anyone: put the router behind the application's own middleware.
+//!
+//! ```
+//! # async fn demo() -> Result<(), slotguard::admin::AdminError> {
+//! use slotguard::admin::{Admin, ChangeRequest};
+//! use slotguard::MemoryBackend;
+//!
+//! let admin = Admin::new(MemoryBackend::new());
+//! let by = ChangeRequest::new("ops@example.com", "bank API was down at 02:00");
+//! // Unknown jobs are an error that names the job, never a silent no-op.
+//! assert!(admin.pause("daily-settlement", &by).await.is_err());
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, Utc};
+use slotguard_cron::{DstPolicy, Schedule, parse_zone};
+
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::store::{
+    AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, RunChange, RunFilter,
+    RunRecord, RunStatus, SlotKey, StoreError, Trigger,
+};
+use crate::policy::Overlap;
+
+/// The longest reason accepted, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+/// The longest actor accepted, in bytes.
+pub const MAX_ACTOR_BYTES: usize = 128;
+/// The most schedule slots [`Admin::missed`] and [`Admin::backfill`] look at in one range.
+pub const MAX_SCAN_SLOTS: usize = 100_000;
+/// The most runs one [`Admin::backfill`] creates; a larger range is refused, to be split.
+pub const MAX_BACKFILL_SLOTS: usize = 1_000;
+/// The most runs [`Admin::runs`] returns in one page.
+pub const MAX_PAGE: usize = 1_000;
+
+/// Who asks for a change, and why. Both are stored in the audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRequest {
+    /// The person or system asking (1 to 128 bytes).
+    pub actor: String,
+    /// Why (1 to 1,024 bytes).
+    pub reason: String,
+}
+
+impl ChangeRequest {
+    /// A request by `actor` for `reason`.
+    pub fn new(actor: impl Into<String>, reason: impl Into<String>) -> Self {
+        ChangeRequest {
+            actor: actor.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn entry(&self, action: &str) -> Result<AuditEntry, AdminError> {
+        check_text("actor", &self.actor, MAX_ACTOR_BYTES)?;
+        check_text("reason", &self.reason, MAX_REASON_BYTES)?;
+        Ok(AuditEntry {
+            action: action.to_owned(),
+            actor: self.actor.clone(),
+            reason: self.reason.clone(),
+        })
+    }
+}
+
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), AdminError> {
+    if value.trim().is_empty() {
+        return Err(AdminError::Invalid {
+            field,
+            problem: "must not be empty".into(),
+        });
+    }
+    if value.len() > max {
+        return Err(AdminError::Invalid {
+            field,
+            problem: format!("is {} bytes; at most {max} are accepted", value.len()),
+        });
+    }
+    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err(AdminError::Invalid {
+            field,
+            problem: "contains control characters".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Why an admin operation did not happen. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    /// No scheduler registered a job with that name.
+    #[error("unknown job `{job}`: no scheduler has registered it")]
+    UnknownJob {
+        /// The name asked for, escaped and shortened.
+        job: String,
+    },
+    /// The job has no run for that slot.
+    #[error("job `{job}` has no run for slot {slot}{}", partition_note(partition))]
+    UnknownRun {
+        /// The job.
+        job: String,
+        /// The slot asked for.
+        slot: DateTime<Utc>,
+        /// The partition asked for.
+        partition: String,
+    },
+    /// The run's status does not allow the change.
+    #[error("{action} refused for job `{job}` slot {slot}: the run is {status}; {hint}")]
+    Refused {
+        /// The change asked for.
+        action: &'static str,
+        /// The job.
+        job: String,
+        /// The slot.
+        slot: DateTime<Utc>,
+        /// The run's status.
+        status: RunStatus,
+        /// What the operator can do instead.
+        hint: &'static str,
+    },
+    /// A field of the request is malformed or out of bounds.
+    #[error("invalid {field}: {problem}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The store could not be asked; nothing was changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn partition_note(partition: &str) -> String {
+    if partition.is_empty() {
+        String::new()
+    } else {
+        format!(" (partition `{}`)", shown(partition))
+    }
+}
+
+/// A job as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    /// The stored definition and pause state.
+    pub record: JobRecord,
+    /// The next slots, from now (empty if the stored schedule cannot be read by this version).
+    pub next_slots: Vec<DateTime<Utc>>,
+    /// The newest run, if any.
+    pub last_run: Option<RunRecord>,
+}
+
+/// A slot of the schedule with no row: nothing ran and nothing was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissedSlot {
+    /// The slot's instant.
+    pub scheduled_at: DateTime<Utc>,
+    /// Its wall time in the job's zone.
+    pub wall: NaiveDateTime,
+    /// Its business date.
+    pub business_date: NaiveDate,
+}
+
+/// A manual run, created by [`Admin::trigger`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Triggered {
+    /// The new run.
+    pub run_id: i64,
+    /// Its slot: now, to the millisecond, never on a whole second, so it cannot collide with a
+    /// scheduled slot.
+    pub scheduled_at: DateTime<Utc>,
+}
+
+/// How a backfill runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackfillOptions {
+    /// Only report what would be created.
+    pub dry_run: bool,
+    /// Runs that become due per second (spread by `next_attempt_at`), so a backfill never storms.
+    pub per_second: f64,
+}
+
+impl Default for BackfillOptions {
+    fn default() -> Self {
+        BackfillOptions {
+            dry_run: true,
+            per_second: 1.0,
+        }
+    }
+}
+
+/// What a backfill created, or would create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// The missing slots in the range, oldest first.
+    pub slots: Vec<MissedSlot>,
+    /// Runs created (0 for a dry run).
+    pub created: usize,
+    /// Slots that got a row meanwhile and were left alone.
+    pub existing: usize,
+    /// When the last created run becomes due.
+    pub last_due: Option<DateTime<Utc>>,
+}
+
+/// The admin API. Cheap to clone.
+#[derive(Clone)]
+pub struct Admin {
+    store: Arc<dyn Backend>,
+    clock: SharedClock,
+    stale_after: Duration,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field("store", &self.store.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// The admin API over `store`.
+    pub fn new(store: impl Backend) -> Self {
+        Admin::shared(Arc::new(store))
+    }
+
+    /// The admin API over a store shared with a scheduler.
+    pub fn shared(store: Arc<dyn Backend>) -> Self {
+        Admin {
+            store,
+            clock: Arc::new(SystemClock),
+            stale_after: Duration::from_secs(30),
+        }
+    }
+
+    /// Reads "now" from `clock` (for tests in paused time).
+    #[must_use]
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The staleness threshold written on manual and backfill runs: use the scheduler's
+    /// [`stale_after`](crate::SchedulerBuilder::stale_after) (default 30 s).
+    #[must_use]
+    pub fn with_stale_after(mut self, stale_after: Duration) -> Self {
+        self.stale_after = stale_after;
+        self
+    }
+
+    pub(crate) fn set_clock(&mut self, clock: SharedClock) {
+        self.clock = clock;
+    }
+
+    /// Every registered job with its next slots, last run and pause state.
+    pub async fn jobs(&self) -> Result<Vec<JobStatus>, AdminError> {
+        let records = self.store.jobs().await?;
+        let now = self.clock.now();
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
+            let last_run = self
+                .store
+                .runs(&RunFilter {
+                    job: Some(record.definition.name.clone()),
+                    limit: 1,
+                    ..RunFilter::default()
+                })
+                .await?
+                .pop();
+            let next_slots = schedule_of(&record)
+                .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
+                .unwrap_or_default();
+            out.push(JobStatus {
+                record,
+                next_slots,
+                last_run,
+            });
+        }
+        Ok(out)
+    }
+
+    /// One registered job.
+    pub async fn job(&self, name: &str) -> Result<JobRecord, AdminError> {
+        self.store
+            .jobs()
+            .await?
+            .into_iter()
+            .find(|j| j.definition.name == name)
+            .ok_or_else(|| AdminError::UnknownJob { job: shown(name) })
+    }
+
+    /// Runs matching `filter`, newest slot first; `limit` 0 means 50, at most 1,000.
+    pub async fn runs(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, AdminError> {
+        if let Some(job) = &filter.job {
+            self.job(job).await?;
+        }
+        if let (Some(from), Some(to)) = (filter.from, filter.to)
+            && from >= to
+        {
+            return Err(AdminError::Invalid {
+                field: "range",
+                problem: format!("`from` ({from}) must be before `to` ({to})"),
+            });
+        }
+        if filter.limit == 0 {
+            filter.limit = 50;
+        }
+        if filter.limit > MAX_PAGE {
+            return Err(AdminError::Invalid {
+                field: "limit",
+                problem: format!("{} is more than {MAX_PAGE}; page with `to`", filter.limit),
+            });
+        }
+        Ok(self.store.runs(&filter).await?)
+    }
+
+    /// The run of one slot.
+    pub async fn run(
+        &self,
+        job: &str,
+        slot: DateTime<Utc>,
+        partition: &str,
+    ) -> Result<RunRecord, AdminError> {
+        self.job(job).await?;
+        self.find_run(job, slot, partition).await
+    }
+
+    async fn find_run(
+        &self,
+        job: &str,
+        slot: DateTime<Utc>,
+        partition: &str,
+    ) -> Result<RunRecord, AdminError> {
+        let filter = RunFilter {
+            job: Some(job.to_owned()),
+            partition: Some(partition.to_owned()),
+            from: Some(slot),
+            to: Some(slot + chrono::Duration::milliseconds(1)),
+            limit: 1,
+            ..RunFilter::default()
+        };
+        self.store
+            .runs(&filter)
+            .await?
+            .pop()
+            .ok_or_else(|| AdminError::UnknownRun {
+                job: shown(job),
+                slot,
+                partition: partition.to_owned(),
+            })
+    }
+
+    /// Slots of the job's schedule in `[from, to)` (and before now) that have no row at all:
+    /// nothing ran and nothing recorded why.
+    pub async fn missed(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<MissedSlot>, AdminError> {
+        let record = self.job(job).await?;
+        let to = to.min(self.clock.now());
+        if from >= to {
+            return Err(AdminError::Invalid {
+                field: "range",
+                problem: format!("`from` ({from}) must be before `to` and before now ({to})"),
+            });
+        }
+        let schedule = schedule_of(&record).ok_or_else(|| AdminError::Invalid {
+            field: "job",
+            problem: format!(
+                "the stored schedule of `{}` cannot be read by this version",
+                shown(job)
+            ),
+        })?;
+        let expected = expected_slots(&schedule, from, to)?;
+        let present = self.store.slot_times(job, from, to).await?;
+        Ok(expected
+            .into_iter()
+            .filter(|s| present.binary_search(&s.scheduled_at).is_err())
+            .collect())
+    }
+
+    /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
+    /// key), claimed by a replica running the job within one recovery poll. Refused while the run is
+    /// `running` or `pending`, and for a `succeeded` run. Of concurrent retries, exactly one is
+    /// accepted.
+    pub async fn retry(
+        &self,
+        job: &str,
+        slot: DateTime<Utc>,
+        partition: &str,
+        by: &ChangeRequest,
+    ) -> Result<RunRecord, AdminError> {
+        let audit = by.entry("retry")?;
+        self.job(job).await?;
+        let key = SlotKey {
+            job: job.to_owned(),
+            scheduled_at: slot,
+            partition: partition.to_owned(),
+        };
+        let change = self.store.retry(&key, &audit).await?;
+        self.changed("retry", &key, change).await
+    }
+
+    /// Cancels a `running` or `pending` run: it ends `failed` (permanent, with the reason); the
+    /// replica running it finds out at its next heartbeat, tells the job through
+    /// [`JobContext::lost`](crate::JobContext::lost), and its completion is refused.
+    pub async fn cancel(
+        &self,
+        job: &str,
+        slot: DateTime<Utc>,
+        partition: &str,
+        by: &ChangeRequest,
+    ) -> Result<RunRecord, AdminError> {
+        let audit = by.entry("cancel")?;
+        self.job(job).await?;
+        let key = SlotKey {
+            job: job.to_owned(),
+            scheduled_at: slot,
+            partition: partition.to_owned(),
+        };
+        let change = self.store.cancel(&key, &audit).await?;
+        self.changed("cancel", &key, change).await
+    }
+
+    async fn changed(
+        &self,
+        action: &'static str,
+        key: &SlotKey,
+        change: RunChange,
+    ) -> Result<RunRecord, AdminError> {
+        match change {
+            RunChange::Done { .. } => {
+                self.find_run(&key.job, key.scheduled_at, &key.partition)
+                    .await
+            }
+            RunChange::NotFound => Err(AdminError::UnknownRun {
+                job: shown(&key.job),
+                slot: key.scheduled_at,
+                partition: key.partition.clone(),
+            }),
+            RunChange::Refused { status } => Err(AdminError::Refused {
+                action,
+                job: shown(&key.job),
+                slot: key.scheduled_at,
+                status,
+                hint: match (action, status) {
+                    ("retry", RunStatus::Running) => {
+                        "wait for it to end, or cancel it first"
+                    }
+                    ("retry", RunStatus::Pending) => "an attempt is already waiting",
+                    ("retry", RunStatus::Succeeded) => {
+                        "it already succeeded; trigger a manual run if it must run again"
+                    }
+                    _ => "only running or pending runs can be cancelled",
+                },
+            }),
+        }
+    }
+
+    /// Runs the job now, on whichever replica running it polls first: a `manual` slot at the current
+    /// millisecond, which cannot collide with a scheduled (whole-second) slot.
+    pub async fn trigger(&self, job: &str, by: &ChangeRequest) -> Result<Triggered, AdminError> {
+        let audit = by.entry("trigger")?;
+        let record = self.job(job).await?;
+        let mut at = self.clock.now().trunc_subsecs(3);
+        if at.timestamp_subsec_millis() == 0 {
+            at += chrono::Duration::milliseconds(1);
+        }
+        let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
+        let wall = at.with_timezone(&zone).naive_local();
+        let request = self.request(&record, at, wall, Trigger::Manual);
+        let created = self
+            .store
+            .enqueue(
+                &[Enqueue {
+                    request,
+                    not_before: at,
+                }],
+                &audit,
+            )
+            .await?;
+        match created.first().copied().flatten() {
+            Some(run_id) => Ok(Triggered {
+                run_id,
+                scheduled_at: at,
+            }),
+            None => Err(AdminError::Invalid {
+                field: "trigger",
+                problem: "a manual run of this millisecond exists already; try again".into(),
+            }),
+        }
+    }
+
+    /// Creates runs for the slots of `[from, to)` that have no row, spread at `per_second`. A dry run
+    /// (the default) only reports them. A range with more than 1,000 missing slots is refused, to be
+    /// split: a backfill never turns into a storm.
+    pub async fn backfill(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        options: BackfillOptions,
+        by: &ChangeRequest,
+    ) -> Result<BackfillReport, AdminError> {
+        let audit = by.entry("backfill")?;
+        if !(options.per_second.is_finite() && options.per_second > 0.0) {
+            return Err(AdminError::Invalid {
+                field: "per_second",
+                problem: format!("{} is not a positive rate", options.per_second),
+            });
+        }
+        let slots = self.missed(job, from, to).await?;
+        if slots.len() > MAX_BACKFILL_SLOTS {
+            return Err(AdminError::Invalid {
+                field: "range",
+                problem: format!(
+                    "{} slots are missing in it, more than {MAX_BACKFILL_SLOTS} per backfill; split the range",
+                    slots.len()
+                ),
+            });
+        }
+        if options.dry_run || slots.is_empty() {
+            return Ok(BackfillReport {
+                dry_run: options.dry_run,
+                slots,
+                created: 0,
+                existing: 0,
+                last_due: None,
+            });
+        }
+        let record = self.job(job).await?;
+        let now = self.clock.now();
+        let spacing = Duration::from_secs_f64(1.0 / options.per_second);
+        let runs: Vec<Enqueue> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| Enqueue {
+                request: self.request(&record, slot.scheduled_at, slot.wall, Trigger::Backfill),
+                not_before: now
+                    + chrono::Duration::from_std(spacing.mul_f64(i as f64))
+                        .unwrap_or(chrono::Duration::MAX / 2),
+            })
+            .collect();
+        let answers = self.store.enqueue(&runs, &audit).await?;
+        let created = answers.iter().filter(|a| a.is_some()).count();
+        let last_due = runs
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| a.is_some())
+            .map(|(r, _)| r.not_before)
+            .max();
+        Ok(BackfillReport {
+            dry_run: false,
+            existing: slots.len() - created,
+            slots,
+            created,
+            last_due,
+        })
+    }
+
+    /// Pauses a job: every replica stops claiming its slots and retries within one recovery poll,
+    /// recording the slots `skipped` with reason `paused`. Runs already going are not stopped (cancel
+    /// them).
+    pub async fn pause(&self, job: &str, by: &ChangeRequest) -> Result<JobRecord, AdminError> {
+        self.set_paused(job, true, by).await
+    }
+
+    /// Resumes a paused job.
+    pub async fn resume(&self, job: &str, by: &ChangeRequest) -> Result<JobRecord, AdminError> {
+        self.set_paused(job, false, by).await
+    }
+
+    async fn set_paused(
+        &self,
+        job: &str,
+        paused: bool,
+        by: &ChangeRequest,
+    ) -> Result<JobRecord, AdminError> {
+        let audit = by.entry(if paused { "pause" } else { "resume" })?;
+        if !self.store.set_paused(job, paused, &audit).await? {
+            return Err(AdminError::UnknownJob { job: shown(job) });
+        }
+        self.job(job).await
+    }
+
+    /// The audit trail, newest first.
+    pub async fn audit(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, AdminError> {
+        if let Some(job) = job {
+            self.job(job).await?;
+        }
+        Ok(self.store.audit_log(job, limit.clamp(1, MAX_PAGE)).await?)
+    }
+
+    fn request(
+        &self,
+        record: &JobRecord,
+        at: DateTime<Utc>,
+        wall: NaiveDateTime,
+        trigger: Trigger,
+    ) -> ClaimRequest {
+        ClaimRequest {
+            key: SlotKey {
+                job: record.definition.name.clone(),
+                scheduled_at: at,
+                partition: String::new(),
+            },
+            trigger,
+            zone: record.definition.zone.clone(),
+            wall,
+            business_date: wall.date(),
+            fingerprint: record.definition.fingerprint,
+            stale_after: self.stale_after,
+            overlap: Overlap::Allow,
+        }
+    }
+}
+
+/// The schedule a stored definition names, if this version can read it.
+fn schedule_of(record: &JobRecord) -> Option<Schedule> {
+    let def = &record.definition;
+    let dst: DstPolicy = def.dst.parse().ok()?;
+    Some(Schedule::parse(&def.cron, &def.zone).ok()?.with_dst(dst))
+}
+
+/// The schedule's slots in `[from, to)`, refusing a range of more than [`MAX_SCAN_SLOTS`].
+fn expected_slots(
+    schedule: &Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<MissedSlot>, AdminError> {
+    let mut out = Vec::new();
+    let start = from - chrono::Duration::seconds(1);
+    for slot in schedule.slots_after(start) {
+        if slot.scheduled_at >= to {
+            break;
+        }
+        if slot.scheduled_at < from {
+            continue;
+        }
+        if out.len() == MAX_SCAN_SLOTS {
+            return Err(AdminError::Invalid {
+                field: "range",
+                problem: format!(
+                    "it holds more than {MAX_SCAN_SLOTS} slots of the schedule; narrow it"
+                ),
+            });
+        }
+        out.push(MissedSlot {
+            scheduled_at: slot.scheduled_at,
+            wall: slot.wall,
+            business_date: slot.business_date(),
+        });
+    }
+    Ok(out)
+}
+
+/// User input for messages: escaped and shortened.
+pub(crate) fn shown(input: &str) -> String {
+    const MAX: usize = 64;
+    let escaped: String = input.escape_debug().collect();
+    if escaped.chars().count() <= MAX {
+        escaped
+    } else {
+        let head: String = escaped.chars().take(MAX).collect();
+        format!("{head}… ({} characters)", input.chars().count())
+    }
+}
