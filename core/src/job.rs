@@ -10,7 +10,7 @@ use slotguard_cron::DstPolicy;
 
 use crate::context::JobContext;
 use crate::guard::GuardLevel;
-use crate::policy::{Overlap, RetryPolicy};
+use crate::policy::{CatchUp, Overlap, RetryPolicy};
 
 /// The body of a job, type-erased.
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
@@ -43,6 +43,8 @@ pub struct Job {
     pub(crate) lock_key: Option<i64>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) overlap: Option<Overlap>,
+    pub(crate) catch_up: Option<CatchUp>,
+    pub(crate) deadline: Option<std::time::Duration>,
     pub(crate) handler: Handler,
 }
 
@@ -57,6 +59,8 @@ impl fmt::Debug for Job {
             .field("lock_key", &self.lock_key)
             .field("retry", &self.retry)
             .field("overlap", &self.overlap)
+            .field("catch_up", &self.catch_up)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -86,6 +90,8 @@ impl Job {
             lock_key: None,
             retry: None,
             overlap: None,
+            catch_up: None,
+            deadline: None,
             handler,
         }
     }
@@ -131,6 +137,22 @@ impl Job {
     #[must_use]
     pub fn overlap(mut self, policy: Overlap) -> Self {
         self.overlap = Some(policy);
+        self
+    }
+
+    /// What to do with slots missed while no replica ran (default [`CatchUp::Skip`]). Needs the
+    /// `slot` level.
+    #[must_use]
+    pub fn catch_up(mut self, policy: CatchUp) -> Self {
+        self.catch_up = Some(policy);
+        self
+    }
+
+    /// A slot that has not succeeded this long after it was due is *overdue*: the scheduler logs
+    /// `job_overdue` and sets the `job_overdue` gauge, for alerting. Needs the `slot` level.
+    #[must_use]
+    pub fn deadline(mut self, after: std::time::Duration) -> Self {
+        self.deadline = Some(after);
         self
     }
 

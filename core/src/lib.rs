@@ -40,12 +40,13 @@
 // Lets `#[scheduled]`, which names `::slotguard`, be used inside this crate's own tests and docs.
 extern crate self as slotguard;
 
+pub mod admin;
 mod clock;
 mod context;
-pub mod admin;
 pub mod guard;
 mod handle;
 mod job;
+pub mod metrics;
 mod policy;
 mod runtime;
 mod scheduler;
@@ -57,7 +58,7 @@ pub use context::JobContext;
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
 pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob};
-pub use policy::{Overlap, RetryPolicy, UnknownOverlap};
+pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
 pub use scheduler::{
     BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,
     derive_lock_key,

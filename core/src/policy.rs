@@ -190,3 +190,55 @@ mod tests {
         assert!("queue".parse::<Overlap>().is_err());
     }
 }
+
+/// What to do, at start-up, with the slots of a job that fell due while no replica was running.
+///
+/// Missed slots are those of the schedule after the job's latest row (its watermark) up to now, with
+/// no row. A job that has no row at all (a new job) catches up nothing. Catch-up runs are created once
+/// for the whole cluster (`UNIQUE(job, slot)`), marked `catch_up`, and become due at the scheduler's
+/// [`catch_up_rate`](crate::SchedulerBuilder::catch_up_rate) with a jitter that every replica computes
+/// the same for a given `(job, slot)`, so a long outage never turns into a storm. Needs the `slot`
+/// guard level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum CatchUp {
+    /// Run nothing that was missed (the default, as cron does). The gap stays visible to
+    /// [`Admin::missed`](crate::admin::Admin::missed).
+    #[default]
+    Skip,
+    /// Run only the most recent missed slot (a report that should reflect the latest state).
+    Latest,
+    /// Run every missed slot no older than `within`, at most the `max_slots` most recent ones (a
+    /// settlement that must run for every business date).
+    All {
+        /// How far back to look.
+        within: Duration,
+        /// The most runs to create.
+        max_slots: usize,
+    },
+}
+
+impl CatchUp {
+    /// The policy's name: `skip`, `latest` or `all`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Skip => "skip",
+            CatchUp::Latest => "latest",
+            CatchUp::All { .. } => "all",
+        }
+    }
+}
+
+/// A deterministic offset in `[0, spread)` for `(job, slot)`: every replica computes the same one.
+pub(crate) fn slot_jitter(job: &str, slot_ms: i64, spread: Duration) -> Duration {
+    // FNV-1a 64: stable across builds and platforms.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in job.bytes().chain(slot_ms.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let nanos = spread.as_nanos();
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos((u128::from(hash) % nanos) as u64)
+}

@@ -18,7 +18,7 @@ use crate::guard::slot::{Heartbeats, SlotGuard};
 use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
-use crate::policy::Overlap;
+use crate::policy::{CatchUp, Overlap};
 use crate::runtime::{JobEntry, Runtime};
 use crate::state::StateMap;
 use crate::store::Backend;
@@ -48,6 +48,8 @@ pub struct Scheduler {
     recovery_interval: Duration,
     external: Option<CancellationToken>,
     namespace: String,
+    catch_up_rate: f64,
+    stale_after: Duration,
 }
 
 impl fmt::Debug for Scheduler {
@@ -101,23 +103,72 @@ impl Scheduler {
                 backend.register_lock_keys(&self.namespace, &keys).await?;
             }
         }
-        Ok(self.start())
+        let prepared = match (&self.backend, &self.slots) {
+            (Some(backend), slots) => {
+                crate::runtime::control::register(&self.runtime, &**backend).await?;
+                match slots {
+                    Some(slots) => {
+                        crate::runtime::catchup::plan(&self.runtime, slots, self.catch_up_rate)
+                            .await?
+                    }
+                    None => Vec::new(),
+                }
+            }
+            (None, _) => Vec::new(),
+        };
+        Ok(self.launch(Some(prepared)))
     }
 
-    /// Starts the timer. Must be called inside a tokio runtime.
+    /// Starts the timer. Must be called inside a tokio runtime. With a backend, the jobs are
+    /// registered, their pause state read and catch-up planned in the background (failures are
+    /// logged); [`try_start`](Scheduler::try_start) does it first and reports failures.
     ///
     /// # Panics
     /// Outside a tokio runtime, like `tokio::spawn`.
     pub fn start(self) -> SchedulerHandle {
+        self.launch(None)
+    }
+
+    /// The admin API over this scheduler's store, on its clock and staleness threshold; `None`
+    /// without a backend.
+    pub fn admin(&self) -> Option<crate::admin::Admin> {
+        let backend = self.backend.as_ref()?;
+        let mut admin =
+            crate::admin::Admin::shared(Arc::clone(backend)).with_stale_after(self.stale_after);
+        admin.set_clock(Arc::clone(&self.runtime.clock));
+        Some(admin)
+    }
+
+    /// `prepared`: the catch-up due times when registration and planning already happened.
+    fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
-        if let (Some(backend), Some(heartbeats)) = (self.backend, self.heartbeats) {
+        if let (Some(backend), Some(heartbeats)) = (&self.backend, self.heartbeats) {
             let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
+            let backend = Arc::clone(backend);
             tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
         }
         let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done);
-        self.runtime
-            .tracker
-            .spawn(crate::runtime::drive(Arc::clone(&self.runtime)));
+        let rt = &self.runtime;
+        rt.tracker.spawn(crate::runtime::drive(Arc::clone(rt)));
+        if let Some(backend) = self.backend {
+            let (rt, slots, every, rate) = (
+                Arc::clone(rt),
+                self.slots.clone(),
+                self.recovery_interval,
+                self.catch_up_rate,
+            );
+            self.runtime.tracker.spawn(async move {
+                let due = match prepared {
+                    Some(due) => due,
+                    None => prepare(&rt, &*backend, slots.as_deref(), rate).await,
+                };
+                if let (Some(slots), false) = (slots, due.is_empty()) {
+                    rt.tracker
+                        .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), slots, due));
+                }
+                crate::runtime::control::watch(rt, backend, every).await;
+            });
+        }
         if let Some(slots) = self.slots {
             self.runtime.tracker.spawn(crate::runtime::recover::recover(
                 Arc::clone(&self.runtime),
@@ -141,6 +192,27 @@ impl Scheduler {
         );
         handle
     }
+}
+
+/// Registration and catch-up planning for [`Scheduler::start`], which cannot report failures.
+async fn prepare(
+    rt: &Runtime,
+    backend: &dyn Backend,
+    slots: Option<&SlotGuard>,
+    rate: f64,
+) -> Vec<chrono::DateTime<chrono::Utc>> {
+    if let Err(e) = crate::runtime::control::register(rt, backend).await {
+        tracing::warn!(error = %e, "could not register jobs or read their pause state");
+    }
+    let Some(slots) = slots else {
+        return Vec::new();
+    };
+    crate::runtime::catchup::plan(rt, slots, rate)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not plan catch-up; missed slots stay missed");
+            Vec::new()
+        })
 }
 
 /// A job as the scheduler validated it.
@@ -174,6 +246,7 @@ pub struct SchedulerBuilder {
     clock: SharedClock,
     instance_id: Option<String>,
     namespace: String,
+    catch_up_rate: f64,
 }
 
 impl Default for SchedulerBuilder {
@@ -194,6 +267,7 @@ impl Default for SchedulerBuilder {
             clock: Arc::new(SystemClock),
             instance_id: None,
             namespace: "default".to_owned(),
+            catch_up_rate: 1.0,
         }
     }
 }
@@ -211,6 +285,13 @@ impl fmt::Debug for SchedulerBuilder {
 }
 
 impl SchedulerBuilder {
+    /// How many catch-up runs per second the cluster starts after an outage (default 1). Each run is
+    /// also offset by a jitter, the same on every replica, within its 1/rate window.
+    pub fn catch_up_rate(mut self, per_second: f64) -> Self {
+        self.catch_up_rate = per_second;
+        self
+    }
+
     /// Adds one job.
     pub fn job(mut self, job: Job) -> Self {
         self.jobs.push(job);
@@ -335,6 +416,15 @@ impl SchedulerBuilder {
         } else {
             GuardLevel::Local
         });
+        if !(self.catch_up_rate.is_finite() && self.catch_up_rate > 0.0) {
+            problems.push(ConfigError::Setting {
+                setting: "catch_up_rate",
+                problem: format!(
+                    "{} is not a positive number of runs per second",
+                    self.catch_up_rate
+                ),
+            });
+        }
         let mut jobs = self.jobs;
         if self.discover {
             for found in job::discovered() {
@@ -408,6 +498,20 @@ impl SchedulerBuilder {
                 });
                 continue;
             }
+            if job.catch_up.is_some_and(|c| c != CatchUp::Skip) && level != GuardLevel::Slot {
+                problems.push(ConfigError::NeedsSlotLevel {
+                    job: job.name.clone(),
+                    what: "a catch-up policy",
+                });
+                continue;
+            }
+            if job.deadline.is_some() && level != GuardLevel::Slot {
+                problems.push(ConfigError::NeedsSlotLevel {
+                    job: job.name.clone(),
+                    what: "a deadline",
+                });
+                continue;
+            }
             let lock_key = job
                 .lock_key
                 .unwrap_or_else(|| derive_lock_key(&self.namespace, &job.name));
@@ -431,6 +535,9 @@ impl SchedulerBuilder {
                 stale_after: self.stale_after,
                 retry,
                 overlap,
+                catch_up: job.catch_up.unwrap_or_default(),
+                deadline: job.deadline,
+                paused: AtomicBool::new(false),
             }));
         }
         if !problems.is_empty() {
@@ -482,6 +589,8 @@ impl SchedulerBuilder {
                 .max(Duration::from_millis(10)),
             external: self.external,
             namespace: self.namespace,
+            catch_up_rate: self.catch_up_rate,
+            stale_after: self.stale_after,
         })
     }
 }
@@ -566,6 +675,14 @@ pub enum ConfigError {
     /// The default zone is invalid.
     #[error("default zone: {0}")]
     DefaultZone(UnknownZone),
+    /// A scheduler setting is out of range.
+    #[error("setting `{setting}`: {problem}")]
+    Setting {
+        /// The builder method.
+        setting: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 fn check_name(name: &str) -> Result<(), &'static str> {

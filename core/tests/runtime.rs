@@ -177,7 +177,7 @@ async fn panics_are_failures_and_release_the_flag() {
     assert_eq!(failed.len(), 2);
     assert!(
         failed[0].attempts[0]
-            .error_message
+            .message
             .as_deref()
             .unwrap()
             .contains("panicked: kaboom"),
@@ -423,7 +423,7 @@ async fn shutdown_past_grace_cancels_and_records_abandoned() {
     assert_eq!(runs.len(), 2);
     for run in runs {
         assert_eq!(run.status, RunStatus::Abandoned, "{run:?}");
-        assert_eq!(run.attempts[0].error_message.as_deref(), Some("shutdown"));
+        assert_eq!(run.attempts[0].message.as_deref(), Some("shutdown"));
     }
     assert!(backend.lock_holders().is_empty());
 }
@@ -610,7 +610,7 @@ async fn per_attempt_timeout_fails_the_attempt() {
     assert_eq!(runs[0].status, RunStatus::Failed);
     assert!(
         runs[0].attempts[0]
-            .error_message
+            .message
             .as_deref()
             .unwrap()
             .contains("timed out after 2s"),

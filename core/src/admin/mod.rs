@@ -24,11 +24,11 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, Utc};
 use slotguard_cron::{DstPolicy, Schedule, parse_zone};
 
 use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::policy::Overlap;
 use crate::store::{
     AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, RunChange, RunFilter,
     RunRecord, RunStatus, SlotKey, StoreError, Trigger,
 };
-use crate::policy::Overlap;
 
 /// The longest reason accepted, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -83,7 +83,10 @@ fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), AdminE
             problem: format!("is {} bytes; at most {max} are accepted", value.len()),
         });
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
         return Err(AdminError::Invalid {
             field,
             problem: "contains control characters".into(),
@@ -455,9 +458,7 @@ impl Admin {
                 slot: key.scheduled_at,
                 status,
                 hint: match (action, status) {
-                    ("retry", RunStatus::Running) => {
-                        "wait for it to end, or cancel it first"
-                    }
+                    ("retry", RunStatus::Running) => "wait for it to end, or cancel it first",
                     ("retry", RunStatus::Pending) => "an attempt is already waiting",
                     ("retry", RunStatus::Succeeded) => {
                         "it already succeeded; trigger a manual run if it must run again"

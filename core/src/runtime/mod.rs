@@ -13,13 +13,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub(crate) mod catchup;
+pub(crate) mod control;
 pub(crate) mod recover;
 
 use crate::clock::SharedClock;
 use crate::context::JobContext;
 use crate::guard::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
 use crate::job::{ErrorClass, Handler};
-use crate::policy::{Overlap, RetryPolicy};
+use crate::policy::{CatchUp, Overlap, RetryPolicy};
 use crate::state::StateMap;
 use crate::store::{Backend, ClaimRequest, SlotKey, Trigger};
 
@@ -34,6 +36,10 @@ pub(crate) struct JobEntry {
     pub(crate) stale_after: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) overlap: Overlap,
+    pub(crate) catch_up: CatchUp,
+    pub(crate) deadline: Option<Duration>,
+    /// Stored pause state, refreshed every recovery interval.
+    pub(crate) paused: AtomicBool,
 }
 
 impl JobEntry {
@@ -94,6 +100,9 @@ pub(crate) struct Runtime {
 /// The reason recorded for a slot skipped because a run of its job was still going.
 pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
 
+/// The reason recorded for a slot of a paused job.
+pub(crate) const PAUSED: &str = "paused";
+
 /// The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
 /// due by then to a tick task, and never awaits a run.
 pub(crate) async fn drive(rt: Arc<Runtime>) {
@@ -136,6 +145,13 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             let Some(slot) = next[i] else { continue };
             let mut following = job.schedule.next_after(slot.scheduled_at);
             if following.is_some_and(|f| f.scheduled_at <= now) {
+                let skipped = job
+                    .schedule
+                    .slots_after(slot.scheduled_at)
+                    .take_while(|s| s.scheduled_at <= now)
+                    .take(100_000)
+                    .count() as u64;
+                crate::metrics::slots_missed(&job.name, skipped.saturating_sub(1).max(1));
                 // This process was not running its timer (suspended, starved): fire the latest due
                 // slot once rather than a burst. Catch-up policies decide about the rest.
                 tracing::warn!(
@@ -151,6 +167,15 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             if let Some(f) = following {
                 heap.push(Reverse((f.scheduled_at, i)));
             }
+            if let (Some(deadline), Some(store)) = (job.deadline, &rt.store) {
+                rt.tracker.spawn(watch_deadline(
+                    Arc::clone(&rt),
+                    Arc::clone(store),
+                    Arc::clone(job),
+                    slot.scheduled_at,
+                    deadline,
+                ));
+            }
             batch.push(Candidate {
                 job: Arc::clone(job),
                 slot,
@@ -165,7 +190,26 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
 
 /// Walks the slots of one tick through the guard chain, one batched call per layer, and spawns a run
 /// for each slot every layer admitted.
-pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
+pub(crate) async fn tick(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+    let paused: Vec<Candidate> = batch
+        .extract_if(.., |c| c.job.paused.load(Ordering::Acquire))
+        .collect();
+    if !paused.is_empty() {
+        for candidate in &paused {
+            crate::metrics::skipped(&candidate.job.name, "paused");
+            tracing::info!(event = "job_claim_skipped", job = %candidate.job.name, slot = %candidate.slot.scheduled_at, reason = "paused", "job is paused");
+        }
+        let requests: Vec<ClaimRequest> = paused
+            .iter()
+            .filter(|c| c.job.level == GuardLevel::Slot)
+            .map(Candidate::claim_request)
+            .collect();
+        if let (Some(store), false) = (&rt.store, requests.is_empty())
+            && let Err(e) = store.record_skipped(&requests, PAUSED).await
+        {
+            tracing::warn!(error = %e, "could not record paused slots");
+        }
+    }
     let mut held: Vec<(Candidate, Vec<Box<dyn Permit>>)> =
         batch.into_iter().map(|c| (c, Vec::new())).collect();
     for guard in &rt.guards {
@@ -223,6 +267,7 @@ pub(crate) fn spawn_run(rt: &Arc<Runtime>, candidate: Candidate, permits: Vec<Bo
 
 async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &SkipReason) {
     let job = &candidate.job.name;
+    crate::metrics::skipped(job, reason.label());
     let slot = candidate.slot.scheduled_at;
     match reason {
         SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {
@@ -283,6 +328,9 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     rt.running.fetch_add(1, Ordering::AcqRel);
     async {
         tracing::info!(event = "job_started", level = %job.level, "job started");
+        let lag = (candidate.trigger == Trigger::Schedule)
+            .then(|| (rt.clock.now() - candidate.slot.scheduled_at).to_std().unwrap_or_default());
+        crate::metrics::run_started(&job.name, lag);
         let started = tokio::time::Instant::now();
         let handler = Arc::clone(&job.handler);
         let body = std::panic::catch_unwind(AssertUnwindSafe(move || handler(ctx)));
@@ -313,6 +361,7 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
                     wait_any(&losses).await;
                     lost.cancel();
                     stop.cancel();
+                    crate::metrics::ownership_lost(&job.name);
                     tracing::warn!(event = "job_ownership_lost", "lost ownership while running; telling the job to stop");
                     std::future::pending::<()>().await;
                 };
@@ -340,7 +389,14 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
                 reason: "lost".to_owned(),
             },
         };
-        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let took = started.elapsed();
+        let elapsed_ms = took.as_millis() as u64;
+        crate::metrics::run_completed(
+            &job.name,
+            outcome.label(),
+            took,
+            rt.clock.now().timestamp_millis() as f64 / 1000.0,
+        );
         tracing::Span::current().record("outcome", outcome.label());
         let accepted = release(permits, &outcome).await;
         match &outcome {
@@ -359,6 +415,48 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     .instrument(span)
     .await;
     rt.running.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// At `slot + deadline`, reports the slot overdue unless it has succeeded.
+async fn watch_deadline(
+    rt: Arc<Runtime>,
+    store: Arc<dyn Backend>,
+    job: Arc<JobEntry>,
+    slot: chrono::DateTime<chrono::Utc>,
+    deadline: Duration,
+) {
+    let due = slot + chrono::Duration::from_std(deadline).unwrap_or(chrono::Duration::MAX / 2);
+    let wait = (due - rt.clock.now()).to_std().unwrap_or_default();
+    tokio::select! {
+        () = rt.stop.cancelled() => return,
+        () = tokio::time::sleep(wait) => {}
+    }
+    let filter = crate::store::RunFilter {
+        job: Some(job.name.to_string()),
+        partition: Some(String::new()),
+        from: Some(slot),
+        to: Some(slot + chrono::Duration::milliseconds(1)),
+        limit: 1,
+        ..crate::store::RunFilter::default()
+    };
+    let status = match store.runs(&filter).await {
+        Ok(runs) => runs.first().map(|r| r.status),
+        Err(e) => {
+            tracing::warn!(job = %job.name, %slot, error = %e, "could not check the deadline");
+            return;
+        }
+    };
+    if status != Some(crate::store::RunStatus::Succeeded) {
+        crate::metrics::overdue(&job.name);
+        tracing::error!(
+            event = "job_overdue",
+            job = %job.name,
+            %slot,
+            deadline_secs = deadline.as_secs(),
+            status = status.map_or("missing", |s| s.as_str()),
+            "slot has not succeeded by its deadline"
+        );
+    }
 }
 
 /// Completes when any token is cancelled; never, when there are none.

@@ -38,6 +38,7 @@ pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Dura
         let specs: Vec<DueSpec> = by_name
             .values()
             .filter(|j| j.overlap != Overlap::Skip || !j.running.load(Ordering::Acquire))
+            .filter(|j| !j.paused.load(Ordering::Acquire))
             .map(|j| DueSpec {
                 job: j.name.to_string(),
                 max_attempts: j.retry.max_attempts,
@@ -53,47 +54,58 @@ pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Dura
                 continue;
             }
         };
-        for claim in claims {
-            let Some(job) = by_name.get(claim.key.job.as_str()).copied() else {
-                continue;
-            };
-            let mut permits: Vec<Box<dyn Permit>> = Vec::with_capacity(2);
-            if job.overlap == Overlap::Skip {
-                match RunningFlag::raise(job) {
-                    Some(flag) => permits.push(Box::new(flag)),
-                    None => {
-                        tracing::debug!(job = %job.name, "recovered attempt runs beside a tick that started meanwhile")
-                    }
+        start_claims(&rt, &slots, &by_name, claims).await;
+    }
+}
+
+/// Starts the runs of attempts claimed by [`SlotStore::claim_due`](crate::store::SlotStore::claim_due).
+pub(crate) async fn start_claims(
+    rt: &Arc<Runtime>,
+    slots: &SlotGuard,
+    by_name: &HashMap<&str, &Arc<JobEntry>>,
+    claims: Vec<crate::store::DueClaim>,
+) {
+    for claim in claims {
+        let Some(job) = by_name.get(claim.key.job.as_str()).copied() else {
+            continue;
+        };
+        let mut permits: Vec<Box<dyn Permit>> = Vec::with_capacity(2);
+        if job.overlap == Overlap::Skip {
+            match RunningFlag::raise(job) {
+                Some(flag) => permits.push(Box::new(flag)),
+                None => {
+                    tracing::debug!(job = %job.name, "recovered attempt runs beside a tick that started meanwhile")
                 }
             }
-            let permit = slots.hold(claim.key.clone(), claim.lease, job.retry);
-            if rt.stop.is_cancelled() {
-                // Claimed while shutdown began: hand it straight back.
-                let back = Finish::abandoned("shutdown", Some(Duration::ZERO));
-                let _ = slots.store.finish(&slots.owner, &claim.lease, &back).await;
-                continue;
-            }
-            tracing::info!(
-                event = "job_recovered",
-                job = %job.name,
-                slot = %claim.key.scheduled_at,
-                run_id = claim.lease.run_id,
-                attempt = claim.lease.attempt,
-                token = claim.lease.token,
-                "claimed an attempt that fell due"
-            );
-            permits.push(Box::new(permit));
-            let zone = parse_zone(&claim.zone).unwrap_or(job.schedule.zone());
-            let candidate = Candidate {
-                job: Arc::clone(job),
-                slot: Slot {
-                    scheduled_at: claim.key.scheduled_at,
-                    wall: claim.wall,
-                    zone,
-                },
-                trigger: claim.trigger,
-            };
-            spawn_run(&rt, candidate, permits);
         }
+        let permit = slots.hold(claim.key.clone(), claim.lease, job.retry);
+        if rt.stop.is_cancelled() {
+            // Claimed while shutdown began: hand it straight back.
+            let back = Finish::abandoned("shutdown", Some(Duration::ZERO));
+            let _ = slots.store.finish(&slots.owner, &claim.lease, &back).await;
+            continue;
+        }
+        crate::metrics::recovered(&job.name);
+        tracing::info!(
+            event = "job_recovered",
+            job = %job.name,
+            slot = %claim.key.scheduled_at,
+            run_id = claim.lease.run_id,
+            attempt = claim.lease.attempt,
+            token = claim.lease.token,
+            "claimed an attempt that fell due"
+        );
+        permits.push(Box::new(permit));
+        let zone = parse_zone(&claim.zone).unwrap_or(job.schedule.zone());
+        let candidate = Candidate {
+            job: Arc::clone(job),
+            slot: Slot {
+                scheduled_at: claim.key.scheduled_at,
+                wall: claim.wall,
+                zone,
+            },
+            trigger: claim.trigger,
+        };
+        spawn_run(rt, candidate, permits);
     }
 }

@@ -454,7 +454,8 @@ fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>, why: &s
     run.heartbeat_at = now;
     run.next_attempt_at = None;
     let attempt = run.attempts.len() as u32 + 1;
-    run.attempts.push(running_attempt(attempt, owner, token, now));
+    run.attempts
+        .push(running_attempt(attempt, owner, token, now));
     Lease {
         run_id: run.id,
         attempt,
@@ -627,15 +628,16 @@ impl AdminStore for MemoryBackend {
             .filter(|(key, run)| {
                 filter.job.as_ref().is_none_or(|j| *j == key.job)
                     && filter.status.is_none_or(|s| s == run.status)
-                    && filter.partition.as_ref().is_none_or(|p| *p == key.partition)
+                    && filter
+                        .partition
+                        .as_ref()
+                        .is_none_or(|p| *p == key.partition)
                     && filter.from.is_none_or(|f| key.scheduled_at >= f)
                     && filter.to.is_none_or(|t| key.scheduled_at < t)
             })
             .map(|(key, run)| run.record(key))
             .collect();
-        runs.sort_by(|a, b| {
-            (b.key.scheduled_at, b.id).cmp(&(a.key.scheduled_at, a.id))
-        });
+        runs.sort_by(|a, b| (b.key.scheduled_at, b.id).cmp(&(a.key.scheduled_at, a.id)));
         runs.truncate(filter.limit.min(MAX_LIST));
         Ok(runs)
     }

@@ -18,8 +18,8 @@ pub mod admin;
 pub mod memory;
 
 pub use admin::{
-    AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange,
-    RunFilter, RunRecord,
+    AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
+    RunChange, RunFilter, RunRecord,
 };
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.

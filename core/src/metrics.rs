@@ -1,0 +1,64 @@
+//! The metrics slotguard emits, through the [`metrics`](https://docs.rs/metrics) facade: install any
+//! recorder (Prometheus, StatsD, ...) in the application and they appear. Labels are low-cardinality
+//! only (`job_name`, `status`, `reason`); run ids and slots go in logs, never in labels.
+//!
+//! | name | kind | labels | meaning |
+//! |---|---|---|---|
+//! | `job_run_started_total` | counter | `job_name` | attempts this process started |
+//! | `job_run_completed_total` | counter | `job_name`, `status` | attempts ended: `succeeded`, `failed`, `abandoned` |
+//! | `job_run_duration_seconds` | histogram | `job_name` | how long attempts ran |
+//! | `job_schedule_lag_seconds` | histogram | `job_name` | start of a scheduled run minus its slot |
+//! | `job_last_success_timestamp` | gauge | `job_name` | Unix time of this process's last success |
+//! | `job_claim_conflict_total` | counter | `job_name` | slots another replica had claimed or locked |
+//! | `job_skipped_total` | counter | `job_name`, `reason` | slots not run here, by reason |
+//! | `job_slots_missed_total` | counter | `job_name` | slots the timer could not fire (process suspended or starved) |
+//! | `job_run_recovered_total` | counter | `job_name` | attempts claimed by recovery: retries, hand-overs, stale runs, catch-up, manual runs |
+//! | `job_ownership_lost_total` | counter | `job_name` | runs told they lost their lease or lock |
+//! | `job_overdue` | gauge | `job_name` | 1 while a slot has not succeeded by its deadline |
+//! | `job_overdue_total` | counter | `job_name` | slots that passed their deadline without success |
+
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+
+pub(crate) fn run_started(job: &str, lag: Option<Duration>) {
+    counter!("job_run_started_total", "job_name" => job.to_owned()).increment(1);
+    if let Some(lag) = lag {
+        histogram!("job_schedule_lag_seconds", "job_name" => job.to_owned())
+            .record(lag.as_secs_f64());
+    }
+}
+
+pub(crate) fn run_completed(job: &str, status: &'static str, took: Duration, now_unix: f64) {
+    counter!("job_run_completed_total", "job_name" => job.to_owned(), "status" => status)
+        .increment(1);
+    histogram!("job_run_duration_seconds", "job_name" => job.to_owned()).record(took.as_secs_f64());
+    if status == "succeeded" {
+        gauge!("job_last_success_timestamp", "job_name" => job.to_owned()).set(now_unix);
+        gauge!("job_overdue", "job_name" => job.to_owned()).set(0.0);
+    }
+}
+
+pub(crate) fn skipped(job: &str, reason: &'static str) {
+    if matches!(reason, "already_claimed" | "locked_elsewhere") {
+        counter!("job_claim_conflict_total", "job_name" => job.to_owned()).increment(1);
+    }
+    counter!("job_skipped_total", "job_name" => job.to_owned(), "reason" => reason).increment(1);
+}
+
+pub(crate) fn slots_missed(job: &str, count: u64) {
+    counter!("job_slots_missed_total", "job_name" => job.to_owned()).increment(count);
+}
+
+pub(crate) fn recovered(job: &str) {
+    counter!("job_run_recovered_total", "job_name" => job.to_owned()).increment(1);
+}
+
+pub(crate) fn ownership_lost(job: &str) {
+    counter!("job_ownership_lost_total", "job_name" => job.to_owned()).increment(1);
+}
+
+pub(crate) fn overdue(job: &str) {
+    counter!("job_overdue_total", "job_name" => job.to_owned()).increment(1);
+    gauge!("job_overdue", "job_name" => job.to_owned()).set(1.0);
+}

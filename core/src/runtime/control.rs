@@ -1,0 +1,62 @@
+//! What the scheduler keeps in step with the store: the job definitions it registers, and the pause
+//! state operators set.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Runtime;
+use crate::store::{Backend, JobDefinition, StoreError};
+
+/// Registers this scheduler's jobs in the store (so operators and the CLI see them) and reads their
+/// pause state.
+pub(crate) async fn register(rt: &Runtime, store: &dyn Backend) -> Result<(), StoreError> {
+    let definitions: Vec<JobDefinition> = rt
+        .jobs
+        .iter()
+        .map(|j| JobDefinition {
+            name: j.name.to_string(),
+            cron: j.schedule.expr().source().to_owned(),
+            zone: j.schedule.zone().name().to_owned(),
+            dst: j.schedule.dst().as_str().to_owned(),
+            guard: j.level.to_string(),
+            fingerprint: j.schedule.fingerprint(),
+        })
+        .collect();
+    store.register_jobs(&definitions).await?;
+    refresh_pauses(rt, store).await
+}
+
+/// Reads the stored pause state of every job into its flag.
+pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn Backend) -> Result<(), StoreError> {
+    let records = store.jobs().await?;
+    for job in &rt.jobs {
+        let record = records.iter().find(|r| r.definition.name == *job.name);
+        let paused = record.is_some_and(|r| r.paused);
+        if job.paused.swap(paused, Ordering::AcqRel) != paused {
+            let record = record.expect("paused implies a record");
+            tracing::info!(
+                event = if paused { "job_paused" } else { "job_resumed" },
+                job = %job.name,
+                by = record.paused_by.as_deref().unwrap_or(""),
+                reason = record.paused_reason.as_deref().unwrap_or(""),
+                "{}",
+                if paused { "job paused by an operator" } else { "job resumed by an operator" }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refreshes the pause state every `every` until shutdown.
+pub(crate) async fn watch(rt: Arc<Runtime>, store: Arc<dyn Backend>, every: Duration) {
+    loop {
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = refresh_pauses(&rt, &*store).await {
+            tracing::warn!(error = %e, "could not read pause state; keeping the last one");
+        }
+    }
+}
