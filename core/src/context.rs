@@ -48,7 +48,14 @@ impl JobContext {
         stop: CancellationToken,
         lost: CancellationToken,
     ) -> Self {
-        let idempotency_key = format!("{job}:{}", slot.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"));
+        // Scheduled slots fall on whole seconds; manual runs carry milliseconds so that their keys
+        // cannot equal a scheduled slot's.
+        let format = if slot.scheduled_at.timestamp_subsec_millis() == 0 {
+            "%Y-%m-%dT%H:%M:%SZ"
+        } else {
+            "%Y-%m-%dT%H:%M:%S%.3fZ"
+        };
+        let idempotency_key = format!("{job}:{}", slot.scheduled_at.format(format));
         JobContext {
             job,
             slot,
@@ -110,7 +117,8 @@ impl JobContext {
 
     /// `job:scheduled_at` (`daily_settlement:2026-03-08T17:00:00Z`), with `:partition` appended for a
     /// partitioned job: the same on every attempt and every replica, so an external system can
-    /// deduplicate on it.
+    /// deduplicate on it. A manual run ([`Admin::trigger`](crate::admin::Admin::trigger)) has a slot
+    /// with milliseconds (`…T17:03:12.345Z`), so its key never equals a scheduled slot's.
     pub fn idempotency_key(&self) -> &str {
         &self.idempotency_key
     }

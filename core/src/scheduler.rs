@@ -286,7 +286,8 @@ impl fmt::Debug for SchedulerBuilder {
 
 impl SchedulerBuilder {
     /// How many catch-up runs per second the cluster starts after an outage (default 1). Each run is
-    /// also offset by a jitter, the same on every replica, within its 1/rate window.
+    /// also offset by a jitter, the same on every replica, within its 1/rate window, so any window of
+    /// `t` seconds holds at most `rate × t + 1` catch-up starts.
     pub fn catch_up_rate(mut self, per_second: f64) -> Self {
         self.catch_up_rate = per_second;
         self
@@ -515,15 +516,15 @@ impl SchedulerBuilder {
             let lock_key = job
                 .lock_key
                 .unwrap_or_else(|| derive_lock_key(&self.namespace, &job.name));
-            if level >= GuardLevel::Lock {
-                if let Some(other) = keys.insert(lock_key, job.name.clone()) {
-                    problems.push(ConfigError::LockKeyCollision {
-                        key: lock_key,
-                        first: other,
-                        second: job.name.clone(),
-                    });
-                    continue;
-                }
+            if level >= GuardLevel::Lock
+                && let Some(other) = keys.insert(lock_key, job.name.clone())
+            {
+                problems.push(ConfigError::LockKeyCollision {
+                    key: lock_key,
+                    first: other,
+                    second: job.name.clone(),
+                });
+                continue;
             }
             entries.push(Arc::new(JobEntry {
                 name: Arc::from(job.name.as_str()),

@@ -151,7 +151,7 @@ async fn panics_are_failures_and_release_the_flag() {
             Job::new("boom", "* * * * * *", move |_ctx: JobContext| {
                 let n = counter.fetch_add(1, Ordering::SeqCst);
                 async move {
-                    if n % 2 == 0 {
+                    if n.is_multiple_of(2) {
                         panic!("kaboom {n}");
                     }
                 }

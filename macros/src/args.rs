@@ -241,15 +241,15 @@ fn parse_cron(tokens: TokenStream) -> syn::Result<LitStr> {
     let mut iter = tokens.clone().into_iter();
     let first = iter.next();
     let second = iter.next();
-    if let (Some(TokenTree::Ident(key)), Some(TokenTree::Punct(eq))) = (&first, &second) {
-        if eq.as_char() == '=' {
-            return Err(syn::Error::new(
-                key.span(),
-                format!(
-                    "the cron expression comes first: write `#[scheduled(\"0 2 * * *\", {key} = ...)]`"
-                ),
-            ));
-        }
+    if let (Some(TokenTree::Ident(key)), Some(TokenTree::Punct(eq))) = (&first, &second)
+        && eq.as_char() == '='
+    {
+        return Err(syn::Error::new(
+            key.span(),
+            format!(
+                "the cron expression comes first: write `#[scheduled(\"0 2 * * *\", {key} = ...)]`"
+            ),
+        ));
     }
     let lit: LitStr = syn::parse2(tokens.clone()).map_err(|_| {
         syn::Error::new_spanned(

@@ -42,12 +42,12 @@ pub(crate) fn scheduled(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
 
     check_signature(&function, &mut errors);
-    if let Some(args) = &args {
-        if args.name.is_none() {
-            let ident = &function.sig.ident;
-            if let Err(e) = args::check_name(&ident.unraw().to_string()) {
-                errors.push(syn::Error::new(ident.span(), e));
-            }
+    if let Some(args) = &args
+        && args.name.is_none()
+    {
+        let ident = &function.sig.ident;
+        if let Err(e) = args::check_name(&ident.unraw().to_string()) {
+            errors.push(syn::Error::new(ident.span(), e));
         }
     }
 

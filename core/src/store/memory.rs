@@ -637,7 +637,7 @@ impl AdminStore for MemoryBackend {
             })
             .map(|(key, run)| run.record(key))
             .collect();
-        runs.sort_by(|a, b| (b.key.scheduled_at, b.id).cmp(&(a.key.scheduled_at, a.id)));
+        runs.sort_by_key(|r| std::cmp::Reverse((r.key.scheduled_at, r.id)));
         runs.truncate(filter.limit.min(MAX_LIST));
         Ok(runs)
     }
