@@ -41,6 +41,7 @@ pub struct JobContext {
 impl JobContext {
     pub(crate) fn new(
         job: Arc<str>,
+        partition: Option<Arc<str>>,
         slot: Slot,
         trigger: Trigger,
         info: RunInfo,
@@ -55,11 +56,15 @@ impl JobContext {
         } else {
             "%Y-%m-%dT%H:%M:%S%.3fZ"
         };
-        let idempotency_key = format!("{job}:{}", slot.scheduled_at.format(format));
+        let mut idempotency_key = format!("{job}:{}", slot.scheduled_at.format(format));
+        if let Some(partition) = &partition {
+            idempotency_key.push(':');
+            idempotency_key.push_str(partition);
+        }
         JobContext {
             job,
             slot,
-            partition: None,
+            partition,
             trigger,
             info,
             idempotency_key,

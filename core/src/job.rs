@@ -15,6 +15,10 @@ use crate::policy::{CatchUp, Overlap, RetryPolicy};
 /// The body of a job, type-erased.
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;
 
+/// Lists a job's partition keys for one slot.
+pub(crate) type PartitionProvider =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<String>, JobError>> + Send + Sync>;
+
 /// What a job body returns, after conversion by [`IntoJobResult`].
 pub type JobResult = Result<(), JobError>;
 
@@ -45,6 +49,7 @@ pub struct Job {
     pub(crate) overlap: Option<Overlap>,
     pub(crate) catch_up: Option<CatchUp>,
     pub(crate) deadline: Option<std::time::Duration>,
+    pub(crate) partitions: Option<PartitionProvider>,
     pub(crate) handler: Handler,
 }
 
@@ -92,6 +97,7 @@ impl Job {
             overlap: None,
             catch_up: None,
             deadline: None,
+            partitions: None,
             handler,
         }
     }
@@ -153,6 +159,29 @@ impl Job {
     #[must_use]
     pub fn deadline(mut self, after: std::time::Duration) -> Self {
         self.deadline = Some(after);
+        self
+    }
+
+    /// Runs the job once per partition key (for example, per tenant) on every slot: `provider` lists
+    /// the keys when the slot falls due, and each partition claims its own slot row, so partitions run
+    /// in parallel (on any replicas) and each once. The context's
+    /// [`partition`](JobContext::partition) names the key, and the idempotency key ends with it.
+    /// Needs the `slot` level; the flag and lock layers step aside (the rows exclude per partition).
+    ///
+    /// Keys must be non-empty, at most 200 characters and free of control characters; others are
+    /// logged and left out. If the provider fails, the slot is logged and not run.
+    #[must_use]
+    pub fn partitions<F, Fut, I>(mut self, provider: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<I, JobError>> + Send + 'static,
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.partitions = Some(Arc::new(move || {
+            let fut = provider();
+            Box::pin(async move { Ok(fut.await?.into_iter().map(Into::into).collect()) })
+        }));
         self
     }
 

@@ -506,6 +506,13 @@ impl SchedulerBuilder {
                 });
                 continue;
             }
+            if job.partitions.is_some() && level != GuardLevel::Slot {
+                problems.push(ConfigError::NeedsSlotLevel {
+                    job: job.name.clone(),
+                    what: "partitions",
+                });
+                continue;
+            }
             if job.deadline.is_some() && level != GuardLevel::Slot {
                 problems.push(ConfigError::NeedsSlotLevel {
                     job: job.name.clone(),
@@ -538,6 +545,7 @@ impl SchedulerBuilder {
                 overlap,
                 catch_up: job.catch_up.unwrap_or_default(),
                 deadline: job.deadline,
+                partitions: job.partitions.clone(),
                 paused: AtomicBool::new(false),
             }));
         }
@@ -684,6 +692,20 @@ pub enum ConfigError {
         /// What is wrong.
         problem: String,
     },
+}
+
+/// Whether a partition key can be stored and shown safely.
+pub(crate) fn check_partition(key: &str) -> Result<(), &'static str> {
+    if key.is_empty() {
+        return Err("empty (the key of unpartitioned runs)");
+    }
+    if key.chars().count() > MAX_JOB_NAME_CHARS {
+        return Err("longer than 200 characters");
+    }
+    if key.chars().any(char::is_control) {
+        return Err("contains a control character");
+    }
+    Ok(())
 }
 
 fn check_name(name: &str) -> Result<(), &'static str> {

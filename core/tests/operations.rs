@@ -470,3 +470,69 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(!admin.job("tick").await.unwrap().paused);
     handle.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_partition_claims_its_own_row_and_runs_once_in_parallel() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let keys = Arc::new(Mutex::new(Vec::<String>::new()));
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let make = || {
+        let (keys, running, peak) = (Arc::clone(&keys), Arc::clone(&running), Arc::clone(&peak));
+        Job::new("invoice", "* * * * * *", move |ctx: JobContext| {
+            let (keys, running, peak) =
+                (Arc::clone(&keys), Arc::clone(&running), Arc::clone(&peak));
+            async move {
+                use std::sync::atomic::Ordering::SeqCst;
+                keys.lock().unwrap().push(ctx.idempotency_key().to_owned());
+                peak.fetch_max(running.fetch_add(1, SeqCst) + 1, SeqCst);
+                sleep(0.3).await;
+                running.fetch_sub(1, SeqCst);
+                assert!(ctx.partition().is_some());
+            }
+        })
+        .partitions(|| async { Ok::<_, JobError>(["acme", "globex", "initech", "acme", ""]) })
+    };
+    let mut handles = Vec::new();
+    for id in ["a", "b", "c"] {
+        handles.push(replica(&store, clock, id, vec![make()]).await.0);
+    }
+    sleep(3.0).await;
+    for h in handles {
+        h.shutdown().await;
+    }
+    let mut keys = keys.lock().unwrap().clone();
+    let total = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), total, "each (slot, partition) ran once");
+    assert_eq!(total, 9, "3 slots x 3 distinct valid partitions: {keys:?}");
+    assert!(keys[0].ends_with(":acme"), "{keys:?}");
+    assert!(
+        peak.load(std::sync::atomic::Ordering::SeqCst) >= 3,
+        "partitions ran in parallel"
+    );
+    let runs = store.runs();
+    assert_eq!(runs.len(), 9);
+    assert!(
+        runs.iter()
+            .all(|r| r.status == RunStatus::Succeeded && !r.key.partition.is_empty())
+    );
+}
+
+#[test]
+fn partitions_need_the_slot_level() {
+    let err = Scheduler::builder()
+        .job(
+            Job::new("tenants", "* * * * *", |_| async {})
+                .partitions(|| async { Ok::<_, JobError>(vec!["a".to_owned()]) }),
+        )
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("partitions needs the `slot` guard level"),
+        "{err}"
+    );
+}

@@ -70,17 +70,35 @@ pub(crate) async fn plan(
             );
             found.drain(..found.len() - keep);
         }
-        missed.extend(found.into_iter().map(|slot| (Arc::clone(job), slot)));
+        let partitions: Vec<Arc<str>> = match &job.partitions {
+            None => vec![Arc::from("")],
+            Some(provider) => match provider().await {
+                Ok(keys) => keys
+                    .into_iter()
+                    .filter(|k| crate::scheduler::check_partition(k).is_ok())
+                    .map(Arc::from)
+                    .collect(),
+                Err(e) => {
+                    tracing::error!(job = %job.name, error = %e, "partition provider failed; nothing caught up");
+                    continue;
+                }
+            },
+        };
+        for slot in found {
+            for partition in &partitions {
+                missed.push((Arc::clone(job), slot, Arc::clone(partition)));
+            }
+        }
     }
     if missed.is_empty() {
         return Ok(Vec::new());
     }
-    missed.sort_by_key(|(_, s)| s.scheduled_at);
+    missed.sort_by_key(|(_, s, _)| s.scheduled_at);
     let spacing = Duration::from_secs_f64(1.0 / per_second);
     let runs: Vec<Enqueue> = missed
         .iter()
         .enumerate()
-        .map(|(i, (job, slot))| {
+        .map(|(i, (job, slot, partition))| {
             let offset = spacing.mul_f64(i as f64)
                 + slot_jitter(&job.name, slot.scheduled_at.timestamp_millis(), spacing);
             Enqueue {
@@ -88,7 +106,7 @@ pub(crate) async fn plan(
                     key: SlotKey {
                         job: job.name.to_string(),
                         scheduled_at: slot.scheduled_at,
-                        partition: String::new(),
+                        partition: partition.to_string(),
                     },
                     trigger: Trigger::CatchUp,
                     zone: slot.zone.name().to_owned(),

@@ -38,6 +38,7 @@ pub(crate) struct JobEntry {
     pub(crate) overlap: Overlap,
     pub(crate) catch_up: CatchUp,
     pub(crate) deadline: Option<Duration>,
+    pub(crate) partitions: Option<crate::job::PartitionProvider>,
     /// Stored pause state, refreshed every recovery interval.
     pub(crate) paused: AtomicBool,
 }
@@ -45,7 +46,8 @@ pub(crate) struct JobEntry {
 impl JobEntry {
     /// Whether the flag and lock layers step aside so the store can apply the overlap policy.
     pub(crate) fn overlap_by_store(&self) -> bool {
-        self.level == GuardLevel::Slot && self.overlap != Overlap::Skip
+        self.level == GuardLevel::Slot
+            && (self.overlap != Overlap::Skip || self.partitions.is_some())
     }
 }
 
@@ -54,6 +56,8 @@ pub(crate) struct Candidate {
     pub(crate) job: Arc<JobEntry>,
     pub(crate) slot: Slot,
     pub(crate) trigger: Trigger,
+    /// Empty when the job is not partitioned.
+    pub(crate) partition: Arc<str>,
 }
 
 impl Candidate {
@@ -62,7 +66,7 @@ impl Candidate {
             key: SlotKey {
                 job: self.job.name.to_string(),
                 scheduled_at: self.slot.scheduled_at,
-                partition: String::new(),
+                partition: self.partition.to_string(),
             },
             trigger: self.trigger,
             zone: self.slot.zone.name().to_owned(),
@@ -180,6 +184,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
                 job: Arc::clone(job),
                 slot,
                 trigger: Trigger::Schedule,
+                partition: Arc::from(""),
             });
         }
         if !batch.is_empty() {
@@ -190,7 +195,8 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
 
 /// Walks the slots of one tick through the guard chain, one batched call per layer, and spawns a run
 /// for each slot every layer admitted.
-pub(crate) async fn tick(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
+    let mut batch = expand_partitions(batch).await;
     let paused: Vec<Candidate> = batch
         .extract_if(.., |c| c.job.paused.load(Ordering::Acquire))
         .collect();
@@ -259,6 +265,44 @@ pub(crate) async fn tick(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
     }
 }
 
+/// Replaces each candidate of a partitioned job by one per partition key its provider lists.
+async fn expand_partitions(batch: Vec<Candidate>) -> Vec<Candidate> {
+    if batch.iter().all(|c| c.job.partitions.is_none()) {
+        return batch;
+    }
+    let mut out = Vec::with_capacity(batch.len());
+    for candidate in batch {
+        let Some(provider) = &candidate.job.partitions else {
+            out.push(candidate);
+            continue;
+        };
+        let keys = match provider().await {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::error!(event = "job_partitions_failed", job = %candidate.job.name, slot = %candidate.slot.scheduled_at, error = %e, "partition provider failed; the slot is not run");
+                crate::metrics::skipped(&candidate.job.name, "partitions_failed");
+                continue;
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            if let Err(problem) = crate::scheduler::check_partition(&key) {
+                tracing::warn!(job = %candidate.job.name, partition = %crate::admin::shown(&key), problem, "partition key left out");
+                continue;
+            }
+            if seen.insert(key.clone()) {
+                out.push(Candidate {
+                    job: Arc::clone(&candidate.job),
+                    slot: candidate.slot,
+                    trigger: candidate.trigger,
+                    partition: Arc::from(key),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Runs a slot whose attempt is already claimed (a retry or a recovery), with the given permits.
 pub(crate) fn spawn_run(rt: &Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Permit>>) {
     rt.tracker
@@ -307,6 +351,7 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     let job = &candidate.job;
     let ctx = JobContext::new(
         Arc::clone(&job.name),
+        (!candidate.partition.is_empty()).then(|| Arc::clone(&candidate.partition)),
         candidate.slot,
         candidate.trigger,
         info.clone(),
@@ -319,6 +364,7 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
         job = %job.name,
         slot = %candidate.slot.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"),
         trigger = candidate.trigger.as_str(),
+        partition = %candidate.partition,
         attempt = info.attempt.unwrap_or(1),
         run_id = info.run_id,
         token = info.fencing_token,

@@ -12,7 +12,6 @@ use super::{Candidate, JobEntry, Runtime, spawn_run};
 use crate::guard::local::RunningFlag;
 use crate::guard::slot::SlotGuard;
 use crate::guard::{GuardLevel, Permit};
-use crate::policy::Overlap;
 use crate::store::{DueSpec, Finish};
 
 /// How many overdue runs one call may claim: recovery after an outage is paced, never a storm.
@@ -37,7 +36,7 @@ pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Dura
         // another replica, or to a later round.
         let specs: Vec<DueSpec> = by_name
             .values()
-            .filter(|j| j.overlap != Overlap::Skip || !j.running.load(Ordering::Acquire))
+            .filter(|j| j.overlap_by_store() || !j.running.load(Ordering::Acquire))
             .filter(|j| !j.paused.load(Ordering::Acquire))
             .map(|j| DueSpec {
                 job: j.name.to_string(),
@@ -70,7 +69,7 @@ pub(crate) async fn start_claims(
             continue;
         };
         let mut permits: Vec<Box<dyn Permit>> = Vec::with_capacity(2);
-        if job.overlap == Overlap::Skip {
+        if !job.overlap_by_store() {
             match RunningFlag::raise(job) {
                 Some(flag) => permits.push(Box::new(flag)),
                 None => {
@@ -105,6 +104,7 @@ pub(crate) async fn start_claims(
                 zone,
             },
             trigger: claim.trigger,
+            partition: Arc::from(claim.key.partition.as_str()),
         };
         spawn_run(rt, candidate, permits);
     }
