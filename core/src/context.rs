@@ -7,6 +7,7 @@ use slotguard_cron::Slot;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::guard::RunInfo;
+use crate::runtime::Candidate;
 use crate::state::{MissingState, StateMap};
 use crate::store::Trigger;
 
@@ -40,15 +41,18 @@ pub struct JobContext {
 
 impl JobContext {
     pub(crate) fn new(
-        job: Arc<str>,
-        partition: Option<Arc<str>>,
-        slot: Slot,
-        trigger: Trigger,
+        candidate: &Candidate,
         info: RunInfo,
         state: Arc<StateMap>,
         stop: CancellationToken,
         lost: CancellationToken,
     ) -> Self {
+        let (job, slot, trigger) = (
+            Arc::clone(&candidate.job.name),
+            candidate.slot,
+            candidate.trigger,
+        );
+        let partition = (!candidate.partition.is_empty()).then(|| Arc::clone(&candidate.partition));
         // Scheduled slots fall on whole seconds; manual runs carry milliseconds so that their keys
         // cannot equal a scheduled slot's.
         let format = if slot.scheduled_at.timestamp_subsec_millis() == 0 {

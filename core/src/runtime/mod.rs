@@ -350,10 +350,7 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     let lost = CancellationToken::new();
     let job = &candidate.job;
     let ctx = JobContext::new(
-        Arc::clone(&job.name),
-        (!candidate.partition.is_empty()).then(|| Arc::clone(&candidate.partition)),
-        candidate.slot,
-        candidate.trigger,
+        &candidate,
         info.clone(),
         Arc::clone(&rt.state),
         stop.clone(),
