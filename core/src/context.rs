@@ -9,7 +9,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::guard::RunInfo;
 use crate::runtime::Candidate;
 use crate::state::{MissingState, StateMap};
-use crate::store::Trigger;
+use crate::store::{Backend, Lease, StoreError, Trigger};
 
 /// The context of one run, handed to the job body.
 ///
@@ -37,6 +37,43 @@ pub struct JobContext {
     pub(crate) state: Arc<StateMap>,
     pub(crate) stop: CancellationToken,
     pub(crate) lost: CancellationToken,
+    pub(crate) checkpoint: Option<Arc<str>>,
+    pub(crate) saver: Option<Arc<CheckpointSaver>>,
+}
+
+/// Where [`JobContext::save_checkpoint`] writes: the run's row, fenced by the attempt's token.
+pub(crate) struct CheckpointSaver {
+    pub(crate) store: Arc<dyn Backend>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) lease: Lease,
+}
+
+impl std::fmt::Debug for CheckpointSaver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointSaver")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The largest checkpoint accepted, in bytes.
+pub const MAX_CHECKPOINT_BYTES: usize = 1 << 20;
+
+/// Why a checkpoint was not saved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    /// Checkpoints live in slot rows: the job is not at the `slot` level.
+    #[error("checkpoints need the `slot` guard level")]
+    NotAvailable,
+    /// This attempt no longer holds the run; nothing was written.
+    #[error("this attempt lost the run; the checkpoint was not saved")]
+    Lost,
+    /// The checkpoint is larger than [`MAX_CHECKPOINT_BYTES`].
+    #[error("checkpoint of {0} bytes is larger than the 1 MiB accepted")]
+    TooLarge(usize),
+    /// The store could not be reached.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl JobContext {
@@ -75,6 +112,8 @@ impl JobContext {
             state,
             stop,
             lost,
+            checkpoint: None,
+            saver: None,
         }
     }
 
@@ -162,6 +201,36 @@ impl JobContext {
     /// Whether this run lost its ownership.
     pub fn is_lost(&self) -> bool {
         self.lost.is_cancelled()
+    }
+
+    /// The checkpoint an earlier attempt of this run saved, if any: where a retry resumes.
+    pub fn checkpoint(&self) -> Option<&str> {
+        self.checkpoint.as_deref()
+    }
+
+    /// Saves progress under this run (text, JSON by convention; at most 1 MiB), so that the next
+    /// attempt, after a failure, a crash or a hand-over, can resume from
+    /// [`checkpoint`](Self::checkpoint). The write is fenced: an attempt that lost the run cannot
+    /// overwrite the progress of the one that took it over.
+    ///
+    /// # Errors
+    /// [`CheckpointError`]: not at the `slot` level, ownership lost, too large, or the store is
+    /// unreachable.
+    pub async fn save_checkpoint(&self, data: impl Into<String>) -> Result<(), CheckpointError> {
+        let data = data.into();
+        if data.len() > MAX_CHECKPOINT_BYTES {
+            return Err(CheckpointError::TooLarge(data.len()));
+        }
+        let saver = self.saver.as_ref().ok_or(CheckpointError::NotAvailable)?;
+        if saver
+            .store
+            .save_checkpoint(&saver.owner, &saver.lease, &data)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(CheckpointError::Lost)
+        }
     }
 
     /// A token cancelled together with [`cancelled`](Self::cancelled), to hand to other tasks.

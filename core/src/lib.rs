@@ -54,7 +54,7 @@ mod state;
 pub mod store;
 
 pub use clock::{Clock, SystemClock, TokioClock};
-pub use context::JobContext;
+pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
 pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob};

@@ -536,3 +536,42 @@ fn partitions_need_the_slot_level() {
         "{err}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_resumes_from_the_checkpoint_of_the_failed_attempt() {
+    let clock = TokioClock::starting_at(at("2026-03-02T00:59:59.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let seen = Arc::new(Mutex::new(Vec::<(u32, Option<String>)>::new()));
+    let log = Arc::clone(&seen);
+    let export = Job::new("export", "0 0 1 * * *", move |ctx: JobContext| {
+        let log = Arc::clone(&log);
+        async move {
+            log.lock()
+                .unwrap()
+                .push((ctx.attempt(), ctx.checkpoint().map(str::to_owned)));
+            let start: u32 = ctx.checkpoint().map_or(0, |c| c.parse().unwrap());
+            for page in start..10 {
+                if page == 4 && ctx.attempt() == 1 {
+                    return Err(JobError::transient("upstream timed out"));
+                }
+                ctx.save_checkpoint((page + 1).to_string()).await.unwrap();
+            }
+            Ok(())
+        }
+    })
+    .retry(RetryPolicy {
+        base: Duration::from_secs(1),
+        jitter: false,
+        ..RetryPolicy::default()
+    });
+    let (handle, admin) = replica(&store, clock, "a", vec![export]).await;
+    sleep(5.0).await;
+    let run = admin
+        .run("export", at("2026-03-02T01:00:00Z"), "")
+        .await
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, vec![(1, None), (2, Some("4".to_owned()))]);
+    handle.shutdown().await;
+}

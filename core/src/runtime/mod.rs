@@ -349,13 +349,34 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     let stop = rt.cancel.child_token();
     let lost = CancellationToken::new();
     let job = &candidate.job;
-    let ctx = JobContext::new(
+    let mut ctx = JobContext::new(
         &candidate,
         info.clone(),
         Arc::clone(&rt.state),
         stop.clone(),
         lost.clone(),
     );
+    if let (Some(store), Some(run_id), Some(attempt), Some(token)) =
+        (&rt.store, info.run_id, info.attempt, info.fencing_token)
+    {
+        if attempt > 1 {
+            match store.load_checkpoint(run_id).await {
+                Ok(saved) => ctx.checkpoint = saved.map(Arc::from),
+                Err(e) => {
+                    tracing::warn!(job = %candidate.job.name, run_id, error = %e, "could not read the checkpoint; the attempt starts from scratch")
+                }
+            }
+        }
+        ctx.saver = Some(Arc::new(crate::context::CheckpointSaver {
+            store: Arc::clone(store),
+            owner: Arc::clone(&rt.owner),
+            lease: crate::store::Lease {
+                run_id,
+                attempt,
+                token,
+            },
+        }));
+    }
     let span = tracing::info_span!(
         "job_run",
         job = %job.name,

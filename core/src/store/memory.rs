@@ -59,6 +59,7 @@ struct Run {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
+    checkpoint: Option<String>,
     attempts: Vec<AttemptRecord>,
 }
 
@@ -83,6 +84,7 @@ impl Run {
             created_at: now,
             updated_at: now,
             finished_at: None,
+            checkpoint: None,
             attempts: Vec::new(),
         }
     }
@@ -340,7 +342,7 @@ impl SlotStore for MemoryBackend {
         let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(run) = inner.runs.values_mut().find(|r| r.id == lease.run_id) else {
+        let Some(run) = MemoryBackend::run_by_id(&mut inner, lease.run_id) else {
             return Ok(false);
         };
         if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
@@ -360,6 +362,36 @@ impl SlotStore for MemoryBackend {
             last.finished_at = Some(now);
         }
         Ok(true)
+    }
+
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let Some(run) = MemoryBackend::run_by_id(&mut inner, lease.run_id) else {
+            return Ok(false);
+        };
+        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
+            return Ok(false);
+        }
+        run.checkpoint = Some(data.to_owned());
+        Ok(true)
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        Ok(MemoryBackend::run_by_id(&mut inner, run_id).and_then(|r| r.checkpoint.clone()))
+    }
+}
+
+impl MemoryBackend {
+    fn run_by_id<'a>(inner: &'a mut Inner, run_id: i64) -> Option<&'a mut Run> {
+        inner.runs.values_mut().find(|r| r.id == run_id)
     }
 }
 

@@ -300,6 +300,18 @@ pub trait SlotStore: Send + Sync + 'static {
     /// `running`. Returns `false` when ownership was lost: nothing is written then.
     async fn finish(&self, owner: &str, lease: &Lease, finish: &Finish)
     -> Result<bool, StoreError>;
+
+    /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`
+    /// and it is `running`. Returns `false` when ownership was lost: nothing is written then.
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// The checkpoint last saved under the run, by any of its attempts.
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError>;
 }
 
 /// A held cluster-wide lock.
