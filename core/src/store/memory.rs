@@ -390,7 +390,7 @@ impl SlotStore for MemoryBackend {
 }
 
 impl MemoryBackend {
-    fn run_by_id<'a>(inner: &'a mut Inner, run_id: i64) -> Option<&'a mut Run> {
+    fn run_by_id(inner: &mut Inner, run_id: i64) -> Option<&mut Run> {
         inner.runs.values_mut().find(|r| r.id == run_id)
     }
 }
