@@ -1,11 +1,12 @@
 //! `slotguard`, the command line of slotguard.
 //!
-//! One module per subcommand. Today there is `next` (the slots a cron expression yields, like
-//! `systemd-analyze calendar`); the operations on a running cluster (`runs`, `missed`, `retry`, `pause`,
-//! `resume`) will be added as further variants of [`Command`], each in its own module.
+//! `next` (the slots a cron expression yields, like `systemd-analyze calendar`) works offline; the
+//! operations on a cluster's store (`jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
+//! `backfill`, `pause`, `resume`, `audit`) live in [`ops`].
 //!
 //! Exit codes follow clap's convention: 0 for success, 2 for a usage error or bad input, 1 for any other
-//! failure (an I/O error).
+//! failure (an I/O error, an unreachable store); the operations add 3 (unknown job or slot) and 4
+//! (refused by the run's status).
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod exit;
 mod next;
+mod ops;
 
 /// The `slotguard` command line.
 #[derive(Debug, Parser)]
@@ -23,6 +25,9 @@ struct Cli {
     /// What to do.
     #[command(subcommand)]
     command: Command,
+
+    #[command(flatten)]
+    store: ops::Store,
 }
 
 /// The subcommands. Each variant's arguments and behaviour live in the module of the same name.
@@ -30,6 +35,9 @@ struct Cli {
 enum Command {
     /// Print the next slots of a cron expression in a zone, as the scheduler computes them.
     Next(next::NextArgs),
+    /// Operations on a cluster's store.
+    #[command(flatten)]
+    Op(ops::Op),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +45,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Next(args) => next::run(args),
+        Command::Op(op) => ops::run(&cli.store, op),
     }
 }
 
