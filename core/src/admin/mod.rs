@@ -17,6 +17,9 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "axum")]
+pub mod http;
+
 use std::sync::Arc;
 use std::time::Duration;
 

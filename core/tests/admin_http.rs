@@ -1,0 +1,1082 @@
+//! The admin API over HTTP: every route, its errors, and hostile input, through the axum router.
+#![cfg(feature = "axum")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use slotguard::admin::Admin;
+use slotguard::admin::http::{Actor, MAX_BODY_BYTES, router};
+use slotguard::store::{
+    AdminStore, Claim, ClaimRequest, Finish, JobDefinition, Lease, SlotKey, SlotStore, Trigger,
+};
+use slotguard::{ErrorClass, MemoryBackend, Overlap, Schedule};
+use tower::ServiceExt;
+
+const SETTLEMENT: &str = "daily-settlement";
+const EVERY_SECOND: &str = "every-second";
+/// 2026-03-08 02:00 in Seoul.
+const SLOT: &str = "2026-03-07T17:00:00Z";
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
+    JobDefinition {
+        name: name.to_owned(),
+        cron: cron.to_owned(),
+        zone: zone.to_owned(),
+        dst: "vixie".to_owned(),
+        guard: "slot".to_owned(),
+        fingerprint: Schedule::parse(cron, zone).unwrap().fingerprint(),
+    }
+}
+
+/// A memory backend with two registered jobs, and the router over it mounted at `/internal`.
+async fn setup() -> (MemoryBackend, Router) {
+    let backend = MemoryBackend::new();
+    backend
+        .register_jobs(&[
+            definition(SETTLEMENT, "0 2 * * *", "Asia/Seoul"),
+            definition(EVERY_SECOND, "* * * * * *", "UTC"),
+        ])
+        .await
+        .unwrap();
+    let app = Router::new().nest("/internal", router(Admin::new(backend.clone())));
+    (backend, app)
+}
+
+fn claim_request(job: &str, slot: DateTime<Utc>, partition: &str) -> ClaimRequest {
+    let wall = slot.with_timezone(&chrono_tz::Asia::Seoul).naive_local();
+    ClaimRequest {
+        key: SlotKey {
+            job: job.to_owned(),
+            scheduled_at: slot,
+            partition: partition.to_owned(),
+        },
+        trigger: Trigger::Schedule,
+        zone: "Asia/Seoul".to_owned(),
+        wall,
+        business_date: wall.date(),
+        fingerprint: 7,
+        stale_after: Duration::from_secs(30),
+        overlap: Overlap::Allow,
+    }
+}
+
+/// A `running` run of `slot`, held by `replica-a`.
+async fn running(
+    backend: &MemoryBackend,
+    job: &str,
+    slot: DateTime<Utc>,
+    partition: &str,
+) -> Lease {
+    let claims = backend
+        .claim("replica-a", &[claim_request(job, slot, partition)])
+        .await
+        .unwrap();
+    match claims.as_slice() {
+        [Claim::Won(lease)] => *lease,
+        other => panic!("claim not won: {other:?}"),
+    }
+}
+
+/// A `failed` run of `slot` (one failed attempt, no retry planned).
+async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partition: &str) {
+    let lease = running(backend, job, slot, partition).await;
+    let finish = Finish::failed(ErrorClass::Transient, "bank API timed out", None);
+    assert!(backend.finish("replica-a", &lease, &finish).await.unwrap());
+}
+
+/// A `succeeded` run of `slot`.
+async fn succeeded(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>) {
+    let lease = running(backend, job, slot, "").await;
+    assert!(
+        backend
+            .finish("replica-a", &lease, &Finish::succeeded())
+            .await
+            .unwrap()
+    );
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    raw: String,
+    body: Value,
+}
+
+impl Answer {
+    fn error(&self) -> &str {
+        self.body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error kind in {}", self.raw))
+    }
+
+    fn message(&self) -> &str {
+        self.body["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no message in {}", self.raw))
+    }
+
+    #[track_caller]
+    fn expect(&self, status: StatusCode) -> &Self {
+        assert_eq!(self.status, status, "answer: {}", self.raw);
+        assert_eq!(
+            self.headers[header::CONTENT_TYPE],
+            "application/json",
+            "answer: {}",
+            self.raw
+        );
+        self
+    }
+}
+
+async fn call(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let raw = String::from_utf8(bytes.to_vec()).unwrap();
+    let body = serde_json::from_str(&raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw:?}"));
+    Answer {
+        status,
+        headers,
+        raw,
+        body,
+    }
+}
+
+async fn get(app: &Router, uri: &str) -> Answer {
+    call(app, Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+async fn post_raw(app: &Router, uri: &str, body: impl Into<Body>) -> Answer {
+    let request = Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .unwrap();
+    call(app, request).await
+}
+
+async fn post(app: &Router, uri: &str, body: Value) -> Answer {
+    post_raw(app, uri, body.to_string()).await
+}
+
+/// Percent-encodes everything but unreserved characters, as a client puts a name in a path.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn run_of(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>) -> slotguard::store::RunRecord {
+    backend
+        .runs()
+        .into_iter()
+        .find(|r| r.key.job == job && r.key.scheduled_at == slot)
+        .expect("run exists")
+}
+
+/// Midnight UTC `days` ago.
+fn days_ago(days: i64) -> DateTime<Utc> {
+    let today = Utc::now().date_naive();
+    let day = today - chrono::Duration::days(days);
+    Utc.with_ymd_and_hms(day.year(), day.month(), day.day(), 0, 0, 0)
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+#[tokio::test]
+async fn lists_jobs_with_schedule_next_slots_and_last_run() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+
+    let answer = get(&app, "/internal/jobs").await;
+    answer.expect(StatusCode::OK);
+    let jobs = answer.body["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let job = jobs.iter().find(|j| j["name"] == SETTLEMENT).unwrap();
+    assert_eq!(job["cron"], "0 2 * * *");
+    assert_eq!(job["zone"], "Asia/Seoul");
+    assert_eq!(job["dst"], "vixie");
+    assert_eq!(job["guard"], "slot");
+    assert_eq!(job["paused"], false);
+    assert_eq!(job["pausedBy"], Value::Null);
+    assert_eq!(job["fingerprint"].as_str().unwrap().len(), 16);
+    let next: Vec<DateTime<Utc>> = job["nextSlots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| at(s.as_str().unwrap()))
+        .collect();
+    assert_eq!(next.len(), 3);
+    assert!(next[0] > Utc::now() - chrono::Duration::seconds(5));
+    assert!(
+        next.iter()
+            .all(|s| s.format("%H:%M:%S").to_string() == "17:00:00")
+    );
+    let last = &job["lastRun"];
+    assert_eq!(last["scheduledAt"], SLOT);
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["trigger"], "schedule");
+    assert_eq!(last["attempt"], 1);
+    assert_eq!(last["errorMessage"], "bank API timed out");
+
+    let other = jobs.iter().find(|j| j["name"] == EVERY_SECOND).unwrap();
+    assert_eq!(other["lastRun"], Value::Null);
+}
+
+#[tokio::test]
+async fn lists_runs_with_attempts_and_filters() {
+    let (backend, app) = setup().await;
+    let day = chrono::Duration::days(1);
+    failed(&backend, SETTLEMENT, at(SLOT) - day, "").await;
+    succeeded(&backend, SETTLEMENT, at(SLOT)).await;
+    failed(&backend, SETTLEMENT, at(SLOT), "kr").await;
+    running(&backend, SETTLEMENT, at(SLOT) + day, "").await;
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs").await;
+    answer.expect(StatusCode::OK);
+    let runs = answer.body["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    // Newest slot first.
+    assert_eq!(runs[0]["status"], "running");
+    assert_eq!(runs[0]["owner"], "replica-a");
+    assert_eq!(runs[0]["job"], SETTLEMENT);
+    assert_eq!(runs[0]["staleAfterMs"], 30_000);
+    let attempts = runs[0]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["attempt"], 1);
+    assert_eq!(attempts[0]["status"], "running");
+    assert_eq!(attempts[0]["owner"], "replica-a");
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?status=failed").await;
+    answer.expect(StatusCode::OK);
+    let runs = answer.body["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r["status"] == "failed"));
+    assert_eq!(runs[0]["attempts"][0]["status"], "failed");
+    assert_eq!(runs[0]["attempts"][0]["message"], "bank API timed out");
+    assert_eq!(runs[0]["errorClass"], "transient");
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?partition=kr").await;
+    answer.expect(StatusCode::OK);
+    let runs = answer.body["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["partition"], "kr");
+
+    // `+` written as `%2B`, and a bare `+` that the query string turned into a space.
+    for from in ["2026-03-08T02:00:00%2B09:00", "2026-03-08T02:00:00+09:00"] {
+        let uri = format!(
+            "/internal/jobs/daily-settlement/runs?from={from}&to=2026-03-08T17:00:00Z&partition="
+        );
+        let answer = get(&app, &uri).await;
+        answer.expect(StatusCode::OK);
+        let runs = answer.body["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{}", answer.raw);
+        assert_eq!(runs[0]["status"], "succeeded");
+        assert_eq!(runs[0]["wallTime"], "2026-03-08T02:00:00");
+        assert_eq!(runs[0]["businessDate"], "2026-03-08");
+    }
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?limit=1").await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["runs"].as_array().unwrap().len(), 1);
+
+    // Empty parameters are no filter.
+    let answer = get(
+        &app,
+        "/internal/jobs/daily-settlement/runs?status=&from=&to=&limit=",
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["runs"].as_array().unwrap().len(), 4);
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?status=exploded").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "status");
+    assert!(answer.message().contains("pending, running"));
+
+    for limit in ["1001", "-1", "ten"] {
+        let answer = get(
+            &app,
+            &format!("/internal/jobs/daily-settlement/runs?limit={limit}"),
+        )
+        .await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.body["field"], "limit");
+    }
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?stauts=failed").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert!(answer.message().contains("stauts"), "{}", answer.raw);
+}
+
+#[tokio::test]
+async fn reads_one_run_by_slot_in_any_offset_and_partition() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+    failed(&backend, SETTLEMENT, at(SLOT), "kr").await;
+
+    for slot in [
+        SLOT,
+        "2026-03-08T02:00:00+09:00",
+        "2026-03-08T02:00:00%2B09:00",
+    ] {
+        let answer = get(
+            &app,
+            &format!("/internal/jobs/daily-settlement/runs/{slot}"),
+        )
+        .await;
+        answer.expect(StatusCode::OK);
+        assert_eq!(answer.body["scheduledAt"], SLOT);
+        assert_eq!(answer.body["partition"], "");
+        assert_eq!(answer.body["status"], "failed");
+        assert_eq!(answer.body["attempts"].as_array().unwrap().len(), 1);
+    }
+    let answer = get(
+        &app,
+        &format!("/internal/jobs/daily-settlement/runs/{SLOT}?partition=kr"),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["partition"], "kr");
+}
+
+#[tokio::test]
+async fn lists_missed_slots() {
+    let (backend, app) = setup().await;
+    // Slots at 17:00 UTC of the 5 days before `to`; one of them ran.
+    let from = days_ago(10);
+    let to = days_ago(5);
+    succeeded(
+        &backend,
+        SETTLEMENT,
+        days_ago(8) + chrono::Duration::hours(17),
+    )
+    .await;
+
+    let uri = format!(
+        "/internal/jobs/daily-settlement/missed?from={}&to={}",
+        from.to_rfc3339(),
+        to.to_rfc3339()
+    );
+    let answer = get(&app, &uri).await;
+    answer.expect(StatusCode::OK);
+    let missed = answer.body["missed"].as_array().unwrap();
+    assert_eq!(missed.len(), 4, "{}", answer.raw);
+    assert_eq!(
+        at(missed[0]["scheduledAt"].as_str().unwrap()),
+        from + chrono::Duration::hours(17)
+    );
+    assert_eq!(
+        missed[0]["wallTime"].as_str().unwrap().get(10..),
+        Some("T02:00:00")
+    );
+    let business: NaiveDate = missed[0]["businessDate"].as_str().unwrap().parse().unwrap();
+    assert_eq!(business, (from + chrono::Duration::days(1)).date_naive());
+
+    // `to` defaults to now.
+    let uri = format!(
+        "/internal/jobs/daily-settlement/missed?from={}",
+        encode(&days_ago(3).to_rfc3339())
+    );
+    let answer = get(&app, &uri).await;
+    answer.expect(StatusCode::OK);
+    let count = answer.body["missed"].as_array().unwrap().len();
+    assert!((3..=4).contains(&count), "{}", answer.raw);
+
+    let answer = get(&app, "/internal/jobs/daily-settlement/missed").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "from");
+}
+
+/// The seed's request, as the article wrote it.
+#[tokio::test]
+async fn retry_as_written_in_the_article() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+
+    let answer = post_raw(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        r#"{"scheduleSlot": "2026-03-08T02:00:00+09:00", "reason": "bank API was down at 02:00"}"#,
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "pending");
+    assert_eq!(answer.body["scheduledAt"], SLOT);
+    assert!(answer.body["nextAttemptAt"].is_string());
+
+    let run = run_of(&backend, SETTLEMENT, at(SLOT));
+    assert_eq!(run.status.as_str(), "pending");
+    let audit = backend.audit_log(None, 10).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].entry.action, "retry");
+    assert_eq!(audit[0].entry.actor, "http");
+    assert_eq!(audit[0].entry.reason, "bank API was down at 02:00");
+    assert_eq!(audit[0].run_id, Some(run.id));
+    assert_eq!(audit[0].scheduled_at, Some(at(SLOT)));
+}
+
+#[tokio::test]
+async fn retry_takes_slot_actor_partition_and_the_authenticated_actor() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "kr").await;
+    failed(&backend, SETTLEMENT, at(SLOT), "jp").await;
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"slot": SLOT, "reason": "rerun kr", "actor": "ops@example.com", "partition": "kr"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["partition"], "kr");
+
+    // The middleware's actor wins over the body's.
+    let request = Request::post("/internal/jobs/daily-settlement/retry")
+        .header(header::CONTENT_TYPE, "application/json")
+        .extension(Actor("alice@example.com".into()))
+        .body(Body::from(
+            json!({"scheduleSlot": SLOT, "reason": "rerun jp", "actor": "mallory", "partition": "jp"})
+                .to_string(),
+        ))
+        .unwrap();
+    call(&app, request).await.expect(StatusCode::OK);
+
+    let answer = get(&app, "/internal/audit?job=daily-settlement").await;
+    answer.expect(StatusCode::OK);
+    let audit = answer.body["audit"].as_array().unwrap();
+    assert_eq!(audit.len(), 2);
+    // Newest first.
+    assert_eq!(audit[0]["actor"], "alice@example.com");
+    assert_eq!(audit[0]["reason"], "rerun jp");
+    assert_eq!(audit[1]["actor"], "ops@example.com");
+
+    // Both names at once is ambiguous.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"slot": SLOT, "scheduleSlot": SLOT, "reason": "twice"}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    // So is a misspelt partition: it would retry the wrong run.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"slot": SLOT, "reason": "typo", "partiton": "kr"}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert!(answer.message().contains("partiton"), "{}", answer.raw);
+}
+
+#[tokio::test]
+async fn cancels_a_running_run_and_refuses_a_finished_one() {
+    let (backend, app) = setup().await;
+    running(&backend, SETTLEMENT, at(SLOT), "").await;
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/cancel",
+        json!({"scheduleSlot": SLOT, "reason": "stuck on a lock", "actor": "ops"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "failed");
+    assert_eq!(answer.body["errorClass"], "permanent");
+    assert_eq!(answer.body["attempts"][0]["status"], "abandoned");
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/cancel",
+        json!({"scheduleSlot": SLOT, "reason": "again"}),
+    )
+    .await;
+    answer.expect(StatusCode::CONFLICT);
+    assert_eq!(answer.error(), "refused");
+    assert_eq!(answer.body["runStatus"], "failed");
+}
+
+#[tokio::test]
+async fn triggers_a_manual_run() {
+    let (backend, app) = setup().await;
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/trigger",
+        json!({"reason": "settle again after the fix"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    let run_id = answer.body["runId"].as_i64().unwrap();
+    let slot = at(answer.body["scheduledAt"].as_str().unwrap());
+    let run = run_of(&backend, SETTLEMENT, slot);
+    assert_eq!(run.id, run_id);
+    assert_eq!(run.trigger, Trigger::Manual);
+    assert_eq!(run.status.as_str(), "pending");
+    let audit = backend.audit_log(Some(SETTLEMENT), 10).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].entry.action, "trigger");
+    assert_eq!(audit[0].entry.actor, "http");
+}
+
+#[tokio::test]
+async fn backfills_after_a_dry_run() {
+    let (backend, app) = setup().await;
+    let from = days_ago(10).to_rfc3339();
+    let to = days_ago(5).to_rfc3339();
+
+    // The default is a dry run.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": from, "to": to, "reason": "outage week"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["dryRun"], true);
+    assert_eq!(answer.body["created"], 0);
+    assert_eq!(answer.body["slots"].as_array().unwrap().len(), 5);
+    assert!(backend.runs().is_empty());
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": from, "to": to, "dryRun": false, "perSecond": 2.0, "reason": "outage week", "actor": "ops"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["dryRun"], false);
+    assert_eq!(answer.body["created"], 5);
+    assert_eq!(answer.body["existing"], 0);
+    assert!(answer.body["lastDue"].is_string());
+    let runs = backend.runs();
+    assert_eq!(runs.len(), 5);
+    assert!(runs.iter().all(|r| r.trigger == Trigger::Backfill));
+    let audit = backend.audit_log(None, 10).await.unwrap();
+    assert_eq!(audit.len(), 5);
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.entry.action == "backfill" && a.entry.actor == "ops")
+    );
+
+    // Nothing is missing any more.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": from, "to": to, "dryRun": false, "reason": "again"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["created"], 0);
+    assert_eq!(backend.runs().len(), 5);
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": from, "to": to, "perSecond": 0.0, "reason": "zero"}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "per_second");
+}
+
+#[tokio::test]
+async fn refuses_a_backfill_of_a_million_slots() {
+    let (backend, app) = setup().await;
+    let to = Utc::now() - chrono::Duration::minutes(1);
+    let from = to - chrono::Duration::seconds(1_000_000);
+    for dry_run in [true, false] {
+        let answer = post(
+            &app,
+            "/internal/jobs/every-second/backfill",
+            json!({"from": from.to_rfc3339(), "to": to.to_rfc3339(), "dryRun": dry_run, "reason": "storm"}),
+        )
+        .await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.error(), "invalid");
+        assert_eq!(answer.body["field"], "range");
+    }
+    // A range small enough to scan but with more missing slots than one backfill creates.
+    let answer = post(
+        &app,
+        "/internal/jobs/every-second/backfill",
+        json!({"from": (to - chrono::Duration::seconds(5_000)).to_rfc3339(), "to": to.to_rfc3339(), "dryRun": false, "reason": "storm"}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert!(
+        answer.message().contains("split the range"),
+        "{}",
+        answer.raw
+    );
+    assert!(backend.runs().is_empty());
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn pause_and_resume_show_in_the_job_list() {
+    let (_backend, app) = setup().await;
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/pause",
+        json!({"reason": "bank maintenance", "actor": "ops@example.com"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["paused"], true);
+
+    let jobs = get(&app, "/internal/jobs").await;
+    jobs.expect(StatusCode::OK);
+    let job = jobs.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == SETTLEMENT)
+        .unwrap()
+        .clone();
+    assert_eq!(job["paused"], true);
+    assert_eq!(job["pausedBy"], "ops@example.com");
+    assert_eq!(job["pausedReason"], "bank maintenance");
+    assert!(job["pausedAt"].is_string());
+
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/resume",
+        json!({"reason": "maintenance over"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["paused"], false);
+    let jobs = get(&app, "/internal/jobs").await;
+    let job = jobs.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == SETTLEMENT)
+        .unwrap()
+        .clone();
+    assert_eq!(job["paused"], false);
+    assert_eq!(job["pausedBy"], "http");
+    assert_eq!(job["pausedReason"], "maintenance over");
+
+    let audit = get(&app, "/internal/audit?limit=1").await;
+    audit.expect(StatusCode::OK);
+    let records = audit.body["audit"].as_array().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["action"], "resume");
+    assert_eq!(records[0]["job"], SETTLEMENT);
+    assert_eq!(records[0]["runId"], Value::Null);
+    let audit = get(&app, "/internal/audit").await;
+    assert_eq!(audit.body["audit"].as_array().unwrap().len(), 2);
+    let audit = get(&app, "/internal/audit?job=every-second").await;
+    audit.expect(StatusCode::OK);
+    assert!(audit.body["audit"].as_array().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_eight_concurrent_retries_exactly_one_is_accepted() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+
+    let barrier = Arc::new(tokio::sync::Barrier::new(8));
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let app = app.clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                post(
+                    &app,
+                    "/internal/jobs/daily-settlement/retry",
+                    json!({"scheduleSlot": SLOT, "reason": format!("operator {i}")}),
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for task in tasks {
+        let answer = task.await.unwrap();
+        if answer.status == StatusCode::CONFLICT {
+            assert_eq!(answer.error(), "refused");
+            assert_eq!(answer.body["runStatus"], "pending");
+        }
+        statuses.push(answer.status);
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 1);
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CONFLICT)
+            .count(),
+        7
+    );
+    assert_eq!(backend.audit_log(None, 100).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn retry_of_a_running_run_is_refused_saying_it_is_running() {
+    let (backend, app) = setup().await;
+    running(&backend, SETTLEMENT, at(SLOT), "").await;
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"scheduleSlot": SLOT, "reason": "impatient"}),
+    )
+    .await;
+    answer.expect(StatusCode::CONFLICT);
+    assert_eq!(answer.error(), "refused");
+    assert_eq!(answer.body["runStatus"], "running");
+    assert!(
+        answer.message().contains("the run is running"),
+        "{}",
+        answer.raw
+    );
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
+        "running"
+    );
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn unknown_jobs_and_slots_are_404() {
+    let (_backend, app) = setup().await;
+    let slot_body = json!({"scheduleSlot": SLOT, "reason": "r"});
+    let reason_body = json!({"reason": "r"});
+    for answer in [
+        get(&app, "/internal/jobs/nightly/runs").await,
+        get(&app, &format!("/internal/jobs/nightly/runs/{SLOT}")).await,
+        get(&app, &format!("/internal/jobs/nightly/missed?from={SLOT}")).await,
+        get(&app, "/internal/audit?job=nightly").await,
+        post(&app, "/internal/jobs/nightly/retry", slot_body.clone()).await,
+        post(&app, "/internal/jobs/nightly/cancel", slot_body.clone()).await,
+        post(&app, "/internal/jobs/nightly/trigger", reason_body.clone()).await,
+        post(&app, "/internal/jobs/nightly/pause", reason_body.clone()).await,
+        post(&app, "/internal/jobs/nightly/resume", reason_body.clone()).await,
+        post(
+            &app,
+            "/internal/jobs/nightly/backfill",
+            json!({"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "reason": "r"}),
+        )
+        .await,
+    ] {
+        answer.expect(StatusCode::NOT_FOUND);
+        assert_eq!(answer.error(), "unknown_job");
+        assert!(answer.message().contains("`nightly`"), "{}", answer.raw);
+    }
+
+    for answer in [
+        get(
+            &app,
+            &format!("/internal/jobs/daily-settlement/runs/{SLOT}"),
+        )
+        .await,
+        post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            slot_body.clone(),
+        )
+        .await,
+        post(&app, "/internal/jobs/daily-settlement/cancel", slot_body).await,
+    ] {
+        answer.expect(StatusCode::NOT_FOUND);
+        assert_eq!(answer.error(), "unknown_run");
+        assert!(
+            answer.message().contains("2026-03-07 17:00:00 UTC"),
+            "{}",
+            answer.raw
+        );
+    }
+
+    let answer = get(&app, "/internal/nope").await;
+    answer.expect(StatusCode::NOT_FOUND);
+    assert_eq!(answer.error(), "not_found");
+    let answer = get(&app, "/internal/jobs/daily-settlement/retry").await;
+    answer.expect(StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer.error(), "method_not_allowed");
+}
+
+#[tokio::test]
+async fn malformed_dates_are_400_json() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+    for slot in [
+        "yesterday",
+        "2026-03-08",
+        "2026-03-08T02:00:00",
+        "2026-13-08T02:00:00Z",
+        "",
+    ] {
+        let answer = post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            json!({"scheduleSlot": slot, "reason": "r"}),
+        )
+        .await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.error(), "invalid");
+        assert_eq!(answer.body["field"], "scheduleSlot");
+        assert!(answer.message().contains("RFC 3339"), "{}", answer.raw);
+    }
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs/not-a-date").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "slot");
+    let answer = get(&app, "/internal/jobs/daily-settlement/runs?from=soon").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "from");
+    let answer = get(
+        &app,
+        "/internal/jobs/daily-settlement/missed?from=2026-03-01T00:00:00Z&to=%3Cb%3E",
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "to");
+    assert!(!answer.raw.contains('<'), "{}", answer.raw);
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": "2026-03-01", "to": SLOT, "reason": "r"}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "from");
+    // Reversed ranges.
+    let answer = get(
+        &app,
+        "/internal/jobs/daily-settlement/missed?from=2026-03-02T00:00:00Z&to=2026-03-01T00:00:00Z",
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "range");
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
+        "failed"
+    );
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_json() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+    for body in [
+        "",
+        "{",
+        "not json",
+        r#"{"scheduleSlot": "2026-03-07T17:00:00Z", "reason": }"#,
+        r#"["2026-03-07T17:00:00Z", "reason"]"#,
+        r#"{"scheduleSlot": "2026-03-07T17:00:00Z"}"#,
+        r#"{"scheduleSlot": 17, "reason": "r"}"#,
+        r#"{"scheduleSlot": "2026-03-07T17:00:00Z", "reason": null}"#,
+    ] {
+        let answer = post_raw(&app, "/internal/jobs/daily-settlement/retry", body).await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.error(), "invalid", "{body}");
+        assert!(!answer.message().is_empty());
+    }
+    // Empty and oversized text fields are the admin API's to refuse.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"scheduleSlot": SLOT, "reason": "  "}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "reason");
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"scheduleSlot": SLOT, "reason": "r", "actor": "a".repeat(200)}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "actor");
+
+    // A body that is not declared JSON.
+    let request = Request::post("/internal/jobs/daily-settlement/retry")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(
+            json!({"scheduleSlot": SLOT, "reason": "r"}).to_string(),
+        ))
+        .unwrap();
+    let answer = call(&app, request).await;
+    answer.expect(StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(answer.error(), "unsupported_media_type");
+
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
+        "failed"
+    );
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_one_megabyte_reason_is_refused_and_changes_nothing() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+    let reason = "x".repeat(1024 * 1024);
+    let body = json!({"scheduleSlot": SLOT, "reason": reason}).to_string();
+    assert!(body.len() > MAX_BODY_BYTES);
+
+    let answer = post_raw(&app, "/internal/jobs/daily-settlement/retry", body.clone()).await;
+    assert!(
+        answer.status == StatusCode::PAYLOAD_TOO_LARGE || answer.status == StatusCode::BAD_REQUEST,
+        "{}",
+        answer.raw
+    );
+    answer.expect(answer.status);
+    assert!(answer.raw.len() < 1024, "the reason is not echoed");
+
+    // Without a length header, streamed.
+    let stream = futures::stream::iter(
+        body.into_bytes()
+            .chunks(8192)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let request = Request::post("/internal/jobs/daily-settlement/pause")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap();
+    let answer = call(&app, request).await;
+    answer.expect(StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(answer.error(), "payload_too_large");
+
+    // Under the body limit but over the reason limit.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry",
+        json!({"scheduleSlot": SLOT, "reason": "y".repeat(10_000)}),
+    )
+    .await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "reason");
+
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
+        "failed"
+    );
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+    let jobs = get(&app, "/internal/jobs").await;
+    assert!(
+        jobs.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["paused"] == false)
+    );
+}
+
+#[tokio::test]
+async fn hostile_job_names_are_unknown_and_escaped() {
+    let (backend, app) = setup().await;
+    for name in [
+        "x'; DROP TABLE jobs; --",
+        "<script>alert(1)</script>",
+        "\"><img src=x onerror=alert(1)>",
+        "line\nbreak\r\u{0}",
+        "../../etc/passwd",
+        "daily-settlement/../daily-settlement",
+        &"A".repeat(10_000),
+    ] {
+        let path = encode(name);
+        for answer in [
+            get(&app, &format!("/internal/jobs/{path}/runs")).await,
+            post(
+                &app,
+                &format!("/internal/jobs/{path}/pause"),
+                json!({"reason": "r"}),
+            )
+            .await,
+            get(&app, &format!("/internal/audit?job={path}")).await,
+        ] {
+            answer.expect(StatusCode::NOT_FOUND);
+            assert_eq!(answer.error(), "unknown_job");
+            assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert!(
+                !answer.raw.contains('<') && !answer.raw.contains('>'),
+                "{}",
+                answer.raw
+            );
+            let message = answer.message();
+            assert!(message.starts_with("unknown job `"), "{message}");
+            assert!(!message.chars().any(char::is_control), "{message:?}");
+            assert!(message.len() < 300, "{message}");
+        }
+    }
+    let answer = get(
+        &app,
+        &format!("/internal/jobs/{}/runs", encode("x'; DROP TABLE jobs; --")),
+    )
+    .await;
+    assert!(
+        answer.message().contains("DROP TABLE jobs"),
+        "{}",
+        answer.raw
+    );
+    let answer = get(&app, &format!("/internal/jobs/{}/runs", encode("<script>"))).await;
+    assert!(
+        answer.raw.contains("\\u003cscript\\u003e"),
+        "{}",
+        answer.raw
+    );
+    assert!(answer.message().contains("<script>"), "{}", answer.raw);
+
+    // Invalid UTF-8 in the path.
+    let answer = get(&app, "/internal/jobs/%FF%FE/runs").await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.error(), "invalid");
+
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+    let jobs = get(&app, "/internal/jobs").await;
+    assert_eq!(jobs.body["jobs"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_store_outage_is_503() {
+    let (backend, app) = setup().await;
+    failed(&backend, SETTLEMENT, at(SLOT), "").await;
+    backend.set_unavailable(true);
+    for answer in [
+        get(&app, "/internal/jobs").await,
+        post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            json!({"scheduleSlot": SLOT, "reason": "r"}),
+        )
+        .await,
+    ] {
+        answer.expect(StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answer.error(), "store");
+        assert!(answer.message().contains("unavailable"), "{}", answer.raw);
+    }
+    backend.set_unavailable(false);
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
+        "failed"
+    );
+}
