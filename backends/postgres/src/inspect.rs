@@ -1,81 +1,16 @@
-//! Rows as operators and tests read them.
+//! Rows as operators and tests read them: runs with their attempts, registered jobs, the audit
+//! trail.
 
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use slotguard::store::{RunStatus, SlotKey, Trigger};
+use slotguard::store::{
+    AttemptRecord, AuditEntry, AuditRecord, JobDefinition, JobRecord, RunRecord, RunStatus,
+    SlotKey, Trigger,
+};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use crate::error::PgError;
-
-/// One run (`job_runs` row) with its attempts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RunRow {
-    /// The run's id.
-    pub id: i64,
-    /// The slot: job, instant, partition.
-    pub key: SlotKey,
-    /// Its status.
-    pub status: RunStatus,
-    /// The number of its latest attempt.
-    pub attempt: u32,
-    /// The owner of the latest attempt.
-    pub owner: Option<String>,
-    /// The fencing token of the latest attempt.
-    pub token: i64,
-    /// The latest heartbeat (database clock).
-    pub heartbeat_at: Option<DateTime<Utc>>,
-    /// The staleness threshold of the latest attempt.
-    pub stale_after: Duration,
-    /// When the next attempt is due, if one is planned.
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    /// When the row was created.
-    pub created_at: DateTime<Utc>,
-    /// When the row last changed (heartbeats excluded).
-    pub updated_at: DateTime<Utc>,
-    /// When the latest attempt started.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When the run reached its status, if it is final.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// `transient` or `permanent`, when the run failed.
-    pub error_class: Option<String>,
-    /// The error, or the reason it was abandoned.
-    pub error_message: Option<String>,
-    /// The IANA zone of the schedule.
-    pub zone: String,
-    /// The slot's local wall time.
-    pub wall_time: NaiveDateTime,
-    /// The slot's business date.
-    pub business_date: NaiveDate,
-    /// Why the run exists.
-    pub trigger: Trigger,
-    /// The schedule's fingerprint.
-    pub fingerprint: u64,
-    /// Every attempt, in order.
-    pub attempts: Vec<AttemptRow>,
-}
-
-/// One attempt (`job_run_attempts` row).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AttemptRow {
-    /// From 1.
-    pub attempt: u32,
-    /// The process that held it.
-    pub owner: String,
-    /// Its fencing token.
-    pub token: i64,
-    /// `running` until it ends; then `succeeded`, `failed` or `abandoned`.
-    pub status: RunStatus,
-    /// When it was claimed (database clock).
-    pub started_at: DateTime<Utc>,
-    /// When it ended.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// The error, or the reason it was abandoned.
-    pub message: Option<String>,
-}
 
 pub(crate) fn parse_status(value: &str) -> Result<RunStatus, PgError> {
     Ok(match value {
@@ -117,9 +52,10 @@ fn count(column: &'static str, value: i32) -> Result<u32, PgError> {
     })
 }
 
-/// Folds the rows of [`RUNS`](crate::sql::RUNS) (one per attempt, ordered by run) into runs.
-pub(crate) fn fold_runs(rows: Vec<PgRow>) -> Result<Vec<RunRow>, PgError> {
-    let mut runs: Vec<RunRow> = Vec::new();
+/// Folds the rows of [`RUNS`](crate::sql::RUNS) or [`LIST_RUNS`](crate::sql::LIST_RUNS) (one per
+/// attempt, the attempts of a run next to each other) into runs.
+pub(crate) fn fold_runs(rows: Vec<PgRow>) -> Result<Vec<RunRecord>, PgError> {
+    let mut runs: Vec<RunRecord> = Vec::new();
     for row in rows {
         let id: i64 = row.try_get("id")?;
         if runs.last().is_none_or(|r| r.id != id) {
@@ -128,7 +64,7 @@ pub(crate) fn fold_runs(rows: Vec<PgRow>) -> Result<Vec<RunRow>, PgError> {
         let a_attempt: Option<i32> = row.try_get("a_attempt")?;
         if let (Some(attempt), Some(run)) = (a_attempt, runs.last_mut()) {
             let status: String = row.try_get("a_status")?;
-            run.attempts.push(AttemptRow {
+            run.attempts.push(AttemptRecord {
                 attempt: count("job_run_attempts.attempt", attempt)?,
                 owner: row.try_get("a_owner")?,
                 token: row.try_get("a_token")?,
@@ -142,12 +78,12 @@ pub(crate) fn fold_runs(rows: Vec<PgRow>) -> Result<Vec<RunRow>, PgError> {
     Ok(runs)
 }
 
-fn run(row: &PgRow) -> Result<RunRow, PgError> {
+fn run(row: &PgRow) -> Result<RunRecord, PgError> {
     let status: String = row.try_get("status")?;
     let trigger: String = row.try_get("trigger")?;
     let stale_us: i64 = row.try_get("stale_after_us")?;
     let fingerprint: i64 = row.try_get("schedule_fingerprint")?;
-    Ok(RunRow {
+    Ok(RunRecord {
         id: row.try_get("id")?,
         key: SlotKey {
             job: row.try_get("job_name")?,
@@ -171,7 +107,53 @@ fn run(row: &PgRow) -> Result<RunRow, PgError> {
         wall_time: row.try_get("wall_time")?,
         business_date: row.try_get("business_date")?,
         trigger: parse_trigger(&trigger)?,
-        fingerprint: u64::from_ne_bytes(fingerprint.to_ne_bytes()),
+        fingerprint: fingerprint_from_db(fingerprint),
         attempts: Vec::new(),
+    })
+}
+
+/// A u64 fingerprint as the `bigint` column stores it, bit for bit.
+pub(crate) fn fingerprint_to_db(fingerprint: u64) -> i64 {
+    i64::from_ne_bytes(fingerprint.to_ne_bytes())
+}
+
+/// A `bigint` fingerprint column read back as the u64 it stores.
+pub(crate) fn fingerprint_from_db(stored: i64) -> u64 {
+    u64::from_ne_bytes(stored.to_ne_bytes())
+}
+
+/// A row of [`JOBS`](crate::sql::JOBS).
+pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
+    let fingerprint: i64 = row.try_get("schedule_fingerprint")?;
+    Ok(JobRecord {
+        definition: JobDefinition {
+            name: row.try_get("job_name")?,
+            cron: row.try_get("cron")?,
+            zone: row.try_get("zone")?,
+            dst: row.try_get("dst")?,
+            guard: row.try_get("guard")?,
+            fingerprint: fingerprint_from_db(fingerprint),
+        },
+        paused: row.try_get("paused")?,
+        paused_by: row.try_get("paused_by")?,
+        paused_reason: row.try_get("paused_reason")?,
+        paused_at: row.try_get("paused_at")?,
+        seen_at: row.try_get("seen_at")?,
+    })
+}
+
+/// A row of [`AUDIT_LOG`](crate::sql::AUDIT_LOG).
+pub(crate) fn audit(row: &PgRow) -> Result<AuditRecord, PgError> {
+    Ok(AuditRecord {
+        id: row.try_get("id")?,
+        job: row.try_get("job_name")?,
+        run_id: row.try_get("run_id")?,
+        scheduled_at: row.try_get("scheduled_at")?,
+        entry: AuditEntry {
+            action: row.try_get("action")?,
+            actor: row.try_get("actor")?,
+            reason: row.try_get("reason")?,
+        },
+        at: row.try_get("at")?,
     })
 }

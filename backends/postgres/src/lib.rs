@@ -30,7 +30,9 @@
 //!   trigger and schedule fingerprint;
 //! - `job_run_attempts`: one row per attempt, `UNIQUE(run_id, attempt)`;
 //! - the sequence `fencing_tokens`;
-//! - `lock_keys`: which job of which application owns an advisory-lock key.
+//! - `lock_keys`: which job of which application owns an advisory-lock key;
+//! - `jobs`: the jobs schedulers registered, with their pause state;
+//! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why.
 //!
 //! Staleness of a heartbeat is always judged by the database clock (`now()`), never by a replica's.
 //!
@@ -49,6 +51,7 @@
 //!
 //! [`LockLease::lost`]: slotguard::store::LockLease::lost
 
+mod admin;
 mod error;
 mod inspect;
 mod locks;
@@ -71,7 +74,12 @@ use sqlx::{Connection, PgConnection, Row};
 use tokio_util::sync::CancellationToken;
 
 pub use error::PgError;
-pub use inspect::{AttemptRow, RunRow};
+/// An attempt of a run: core's [`AttemptRecord`](slotguard::store::AttemptRecord), under the name
+/// this crate used before the admin store.
+pub use slotguard::store::AttemptRecord as AttemptRow;
+/// A run as [`PgBackend::runs`] reads it: core's [`RunRecord`](slotguard::store::RunRecord), under the name this crate used
+/// before the admin store.
+pub use slotguard::store::RunRecord as RunRow;
 
 use crate::error::redact_url;
 use crate::locks::{LockConfig, Locks};
@@ -83,7 +91,8 @@ pub const DEFAULT_SCHEMA: &str = "slotguard";
 /// The longest staleness threshold stored; longer ones are cut to it (a century is "never").
 const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`] and [`Backend`].
+/// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`],
+/// [`AdminStore`](slotguard::store::AdminStore) and [`Backend`].
 ///
 /// Cheap to clone; clones share the pool and the lock connection. When the last clone is dropped,
 /// the lock connection closes and the server releases its locks; call [`PgBackend::close`] to do
@@ -620,7 +629,7 @@ impl<'a> RequestColumns<'a> {
             cols.walls.push(r.wall);
             cols.dates.push(r.business_date);
             cols.fingerprints
-                .push(i64::from_ne_bytes(r.fingerprint.to_ne_bytes()));
+                .push(inspect::fingerprint_to_db(r.fingerprint));
             cols.stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
         }
         cols

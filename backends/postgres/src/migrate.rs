@@ -33,6 +33,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "overlap and due indexes",
         sql: include_str!("../migrations/0003_overlap_and_due.sql"),
     },
+    Migration {
+        version: 4,
+        description: "jobs and audit trail",
+        sql: include_str!("../migrations/0004_admin.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -216,6 +216,9 @@ ORDER BY r.ord
 /// - `exhausted` locks the due runs that are stale or abandoned and have had `max_attempts`
 ///   attempts; `dead` marks them `dead` and `dead_attempts` closes a still-running attempt.
 ///   They are not returned and do not count towards the limit.
+/// - A `pending` run is never exhausted, whatever its attempt count: a run an operator enqueued
+///   (attempt 0, no attempt row yet) becomes attempt 1, and a `dead` or `failed` run an operator
+///   retried becomes attempt + 1, even past `max_attempts` (a person asked for it).
 /// - `due` locks the others, oldest slot first, `LIMIT $4`, `FOR UPDATE SKIP LOCKED`: concurrent
 ///   callers each take rows no one else holds, never wait, and a row re-claimed and committed by
 ///   another caller after this statement's snapshot is re-checked on its new version (now fresh
@@ -401,6 +404,219 @@ WHERE $1::text IS NULL OR r.job_name = $1
 ORDER BY r.job_name, r.scheduled_at, r.partition_key, a.attempt
 "#;
 
+/// Registers job definitions, one array per field (`$1` names, `$2` cron expressions, `$3` zones,
+/// `$4` DST policies, `$5` guard levels, `$6` fingerprints), in one upsert.
+///
+/// A job named twice in one call keeps its last definition (`DISTINCT ON`, so that the upsert never
+/// touches one row twice). An existing job gets the new definition and a fresh `seen_at`; its pause
+/// state is left alone. Rows are written in name order, so concurrent registrations wait on each
+/// other in one direction only.
+pub(crate) const REGISTER_JOBS: &str = "
+INSERT INTO {schema}.jobs AS j (job_name, cron, zone, dst, guard, schedule_fingerprint)
+SELECT DISTINCT ON (d.job_name) d.job_name, d.cron, d.zone, d.dst, d.guard, d.fingerprint
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+     WITH ORDINALITY AS d(job_name, cron, zone, dst, guard, fingerprint, ord)
+ORDER BY d.job_name, d.ord DESC
+ON CONFLICT (job_name) DO UPDATE
+SET cron = excluded.cron,
+    zone = excluded.zone,
+    dst = excluded.dst,
+    guard = excluded.guard,
+    schedule_fingerprint = excluded.schedule_fingerprint,
+    seen_at = now()
+";
+
+/// Every registered job, by name (byte order, whatever the database's collation).
+pub(crate) const JOBS: &str = r#"
+SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, paused, paused_by, paused_reason,
+       paused_at, seen_at
+FROM {schema}.jobs
+ORDER BY job_name COLLATE "C"
+"#;
+
+/// Pauses (`$2 = true`) or resumes job `$1` and writes the audit record (`$3` action, `$4` actor,
+/// `$5` reason), in one statement. Answers how many jobs changed (0 or 1).
+pub(crate) const SET_PAUSED: &str = "
+WITH job AS (
+    UPDATE {schema}.jobs
+    SET paused = $2, paused_by = $4, paused_reason = $5, paused_at = now()
+    WHERE job_name = $1
+    RETURNING job_name
+),
+audit AS (
+    INSERT INTO {schema}.job_run_audit (job_name, action, actor, reason)
+    SELECT job_name, $3, $4, $5 FROM job
+)
+SELECT count(*) FROM job
+";
+
+/// The runs matching a filter, newest slot first, with their attempts: `$1` job, `$2` status, `$3`
+/// partition, `$4` from (inclusive), `$5` to (exclusive), each ignored when NULL; `$6` limit.
+///
+/// The limit applies to runs (in `page`), not to the joined attempt rows.
+pub(crate) const LIST_RUNS: &str = r#"
+WITH page AS (
+    SELECT *
+    FROM {schema}.job_runs
+    WHERE ($1::text IS NULL OR job_name = $1)
+      AND ($2::text IS NULL OR status = $2)
+      AND ($3::text IS NULL OR partition_key = $3)
+      AND ($4::timestamptz IS NULL OR scheduled_at >= $4)
+      AND ($5::timestamptz IS NULL OR scheduled_at < $5)
+    ORDER BY scheduled_at DESC, id DESC
+    LIMIT $6
+)
+SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r.owner,
+       r.fencing_token, r.heartbeat_at, (extract(epoch FROM r.stale_after) * 1000000)::bigint AS stale_after_us,
+       r.next_attempt_at, r.created_at, r.updated_at, r.started_at, r.finished_at, r.error_class,
+       r.error_message, r.zone, r.wall_time, r.business_date, r."trigger", r.schedule_fingerprint,
+       a.attempt AS a_attempt, a.owner AS a_owner, a.fencing_token AS a_token,
+       a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
+       a.message AS a_message
+FROM page r
+LEFT JOIN {schema}.job_run_attempts a ON a.run_id = r.id
+ORDER BY r.scheduled_at DESC, r.id DESC, a.attempt
+"#;
+
+/// The distinct slot instants of job `$1` in `[$2, $3)`, ascending.
+pub(crate) const SLOT_TIMES: &str = "
+SELECT DISTINCT scheduled_at
+FROM {schema}.job_runs
+WHERE job_name = $1 AND scheduled_at >= $2 AND scheduled_at < $3
+ORDER BY scheduled_at
+";
+
+/// For each job in `$1`, in order, the latest slot instant among its rows not triggered by hand
+/// (NULL when it has none).
+pub(crate) const LATEST_SLOTS: &str = r#"
+SELECT (SELECT max(r.scheduled_at)
+        FROM {schema}.job_runs r
+        WHERE r.job_name = j.job_name AND r."trigger" <> 'manual') AS latest
+FROM unnest($1::text[]) WITH ORDINALITY AS j(job_name, ord)
+ORDER BY j.ord
+"#;
+
+/// Makes the finished run with key (`$1` job, `$2` slot, `$3` partition) `pending` and due now, and
+/// writes the audit record (`$4` action, `$5` actor, `$6` reason), in one statement. Answers the
+/// run's id, or no row when no run with that key is `failed`, `dead`, `abandoned` or `skipped`.
+///
+/// Of concurrent retries of one run, the first locks the row; the others wait for it to commit,
+/// re-check the condition on the new version (now `pending`) and update nothing.
+pub(crate) const RETRY: &str = "
+WITH run AS (
+    UPDATE {schema}.job_runs
+    SET status = 'pending', next_attempt_at = now(), finished_at = NULL, updated_at = now()
+    WHERE job_name = $1 AND scheduled_at = $2 AND partition_key = $3
+      AND status IN ('failed', 'dead', 'abandoned', 'skipped')
+    RETURNING id, job_name, scheduled_at
+),
+audit AS (
+    INSERT INTO {schema}.job_run_audit (job_name, run_id, scheduled_at, action, actor, reason)
+    SELECT job_name, id, scheduled_at, $4, $5, $6 FROM run
+)
+SELECT id FROM run
+";
+
+/// The status of the run with key (`$1` job, `$2` slot, `$3` partition), if there is one.
+pub(crate) const RUN_STATUS: &str = "
+SELECT status
+FROM {schema}.job_runs
+WHERE job_name = $1 AND scheduled_at = $2 AND partition_key = $3
+";
+
+/// Creates a `pending` run (attempt 0, no owner, due at its `not_before`) per request unless its
+/// slot has a row, with one audit record per created run; one statement.
+///
+/// Parameters: `$1` not-before instants, then one array per request field as in [`CLAIM`] (`$2` job
+/// names to `$10` stale-after in microseconds), then `$11` action, `$12` actor, `$13` reason.
+/// Answers one row per request, in order: the new run's id, or NULL.
+///
+/// Each request draws a token (the column is unique and not null; `claim_due` gives the run a new
+/// one). A slot named twice in the batch is created once, for its first request. Rows are inserted
+/// in slot-key order, as claims insert them, so the two cannot deadlock.
+pub(crate) const ENQUEUE: &str = r#"
+WITH req AS (
+    SELECT r.*, nextval('{schema}.fencing_tokens') AS token
+    FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $1::timestamptz[])
+         WITH ORDINALITY
+         AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
+              business_date, fingerprint, stale_after_us, not_before, ord)
+),
+first AS (
+    SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
+    FROM req
+    ORDER BY job_name, scheduled_at, partition_key, ord
+),
+ins AS (
+    INSERT INTO {schema}.job_runs AS j
+        (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
+         stale_after, created_at, updated_at, next_attempt_at, zone, wall_time, business_date,
+         "trigger", schedule_fingerprint)
+    SELECT job_name, scheduled_at, partition_key, 'pending', 0, NULL, token, NULL,
+           stale_after_us * interval '1 microsecond', now(), now(), not_before, zone, wall_time,
+           business_date, trigger_kind, fingerprint
+    FROM first
+    ORDER BY job_name, scheduled_at, partition_key
+    ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
+    RETURNING j.id, j.job_name, j.scheduled_at, j.fencing_token
+),
+audit AS (
+    INSERT INTO {schema}.job_run_audit (job_name, run_id, scheduled_at, action, actor, reason)
+    SELECT i.job_name, i.id, i.scheduled_at, $11, $12, $13
+    FROM ins i
+    JOIN req r ON r.token = i.fencing_token
+    ORDER BY r.ord
+)
+SELECT r.ord, i.id
+FROM req r
+LEFT JOIN ins i ON i.fencing_token = r.token
+ORDER BY r.ord
+"#;
+
+/// Cancels the `running` or `pending` run with key (`$1` job, `$2` slot, `$3` partition): `failed`,
+/// class `permanent`, message `$4`, no next attempt. Answers its id, or no row. The first statement
+/// of the cancel transaction: it locks the row (waiting for a concurrent writer to commit and
+/// re-checking the status on the new version).
+///
+/// The owner and token are kept: the holder's heartbeat and fenced writes demand `running`, so they
+/// stop matching.
+pub(crate) const CANCEL_RUN: &str = "
+UPDATE {schema}.job_runs
+SET status = 'failed',
+    error_class = 'permanent',
+    error_message = $4,
+    next_attempt_at = NULL,
+    finished_at = now(),
+    updated_at = now()
+WHERE job_name = $1 AND scheduled_at = $2 AND partition_key = $3
+  AND status IN ('running', 'pending')
+RETURNING id, job_name, scheduled_at
+";
+
+/// The second statement of the cancel transaction: records the running attempt of run `$1`
+/// `abandoned` with message `$2`, and writes the audit record (`$3` job, `$4` slot, `$5` action,
+/// `$6` actor, `$7` reason). A statement of its own so that it sees an attempt row committed by a
+/// concurrent re-claim just before `CANCEL_RUN` locked the run.
+pub(crate) const CANCEL_ATTEMPT: &str = "
+WITH attempt AS (
+    UPDATE {schema}.job_run_attempts
+    SET status = 'abandoned', finished_at = now(), message = $2
+    WHERE run_id = $1 AND status = 'running'
+)
+INSERT INTO {schema}.job_run_audit (job_name, run_id, scheduled_at, action, actor, reason)
+VALUES ($3, $1, $4, $5, $6, $7)
+";
+
+/// The audit trail (of job `$1`, when not NULL), newest first, at most `$2` records.
+pub(crate) const AUDIT_LOG: &str = "
+SELECT id, job_name, run_id, scheduled_at, action, actor, reason, at
+FROM {schema}.job_run_audit
+WHERE $1::text IS NULL OR job_name = $1
+ORDER BY id DESC
+LIMIT $2
+";
+
 /// The statements above, for one schema.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
@@ -413,6 +629,18 @@ pub(crate) struct Statements {
     pub(crate) registered_keys: Arc<str>,
     pub(crate) touch_keys: Arc<str>,
     pub(crate) runs: Arc<str>,
+    pub(crate) register_jobs: Arc<str>,
+    pub(crate) jobs: Arc<str>,
+    pub(crate) set_paused: Arc<str>,
+    pub(crate) list_runs: Arc<str>,
+    pub(crate) slot_times: Arc<str>,
+    pub(crate) latest_slots: Arc<str>,
+    pub(crate) retry: Arc<str>,
+    pub(crate) run_status: Arc<str>,
+    pub(crate) enqueue: Arc<str>,
+    pub(crate) cancel_run: Arc<str>,
+    pub(crate) cancel_attempt: Arc<str>,
+    pub(crate) audit_log: Arc<str>,
 }
 
 impl Statements {
@@ -428,6 +656,18 @@ impl Statements {
             registered_keys: s(REGISTERED_KEYS),
             touch_keys: s(TOUCH_KEYS),
             runs: s(RUNS),
+            register_jobs: s(REGISTER_JOBS),
+            jobs: s(JOBS),
+            set_paused: s(SET_PAUSED),
+            list_runs: s(LIST_RUNS),
+            slot_times: s(SLOT_TIMES),
+            latest_slots: s(LATEST_SLOTS),
+            retry: s(RETRY),
+            run_status: s(RUN_STATUS),
+            enqueue: s(ENQUEUE),
+            cancel_run: s(CANCEL_RUN),
+            cancel_attempt: s(CANCEL_ATTEMPT),
+            audit_log: s(AUDIT_LOG),
         }
     }
 }

@@ -511,8 +511,8 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
     .await
     .expect("tables");
     assert_eq!(
-        tables, 4,
-        "job_runs, job_run_attempts, lock_keys, migrations"
+        tables, 6,
+        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, migrations"
     );
     backend.close().await;
 }

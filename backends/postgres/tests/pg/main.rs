@@ -5,6 +5,7 @@
 //! fail; nothing else on the server is touched. Advisory locks are per database, not per schema, so
 //! lock tests use keys no other test uses.
 
+mod admin;
 mod claims;
 mod common;
 mod connect;

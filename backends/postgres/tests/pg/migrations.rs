@@ -31,6 +31,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (1, "slot rows".to_owned()),
         (2, "lock keys".to_owned()),
         (3, "overlap and due indexes".to_owned()),
+        (4, "jobs and audit trail".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 
@@ -55,7 +56,14 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
     .expect("tables");
     assert_eq!(
         tables,
-        ["job_run_attempts", "job_runs", "lock_keys", "migrations"]
+        [
+            "job_run_attempts",
+            "job_run_audit",
+            "job_runs",
+            "jobs",
+            "lock_keys",
+            "migrations"
+        ]
     );
     for b in backends {
         b.close().await;

@@ -1,0 +1,301 @@
+//! [`AdminStore`] for PostgreSQL: job definitions and pauses, run listings, retries, manual and
+//! backfill runs, cancellation and the audit trail, each one statement or one transaction, judged by
+//! the database clock.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use slotguard::store::{
+    AdminStore, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange, RunFilter,
+    RunRecord, RunStatus, SlotKey, StoreError,
+};
+use sqlx::Row;
+
+use crate::error::PgError;
+use crate::sql::sql;
+use crate::{PgBackend, RequestColumns, inspect};
+
+/// The most runs or audit records one read returns.
+const MAX_LIST: usize = 10_000;
+
+/// How many times a retry or cancel tries its change: again only when the status read after a
+/// change that did not apply allows it (a concurrent writer changed the run in between).
+const RACE_ROUNDS: usize = 3;
+
+fn capped(requested: usize) -> i64 {
+    i64::try_from(requested.min(MAX_LIST)).unwrap_or(0)
+}
+
+impl PgBackend {
+    /// The status of the run with `key`, if one exists (a statement of its own, so that it sees
+    /// what concurrent changes committed).
+    async fn run_status(&self, key: &SlotKey) -> Result<Option<RunStatus>, PgError> {
+        let status: Option<String> = sqlx::query_scalar(sql(&self.inner.statements.run_status))
+            .bind(&key.job)
+            .bind(key.scheduled_at)
+            .bind(&key.partition)
+            .fetch_optional(&self.inner.pool)
+            .await?;
+        status.as_deref().map(inspect::parse_status).transpose()
+    }
+
+    async fn try_retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<Option<i64>, PgError> {
+        Ok(sqlx::query_scalar(sql(&self.inner.statements.retry))
+            .bind(&key.job)
+            .bind(key.scheduled_at)
+            .bind(&key.partition)
+            .bind(&audit.action)
+            .bind(&audit.actor)
+            .bind(&audit.reason)
+            .fetch_optional(&self.inner.pool)
+            .await?)
+    }
+
+    /// One transaction: the run, then its running attempt and the audit record.
+    async fn try_cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<Option<i64>, PgError> {
+        let st = &self.inner.statements;
+        let message = format!("cancelled by {}: {}", audit.actor, audit.reason);
+        let mut tx = self.inner.pool.begin().await?;
+        let run_id: Option<i64> = sqlx::query_scalar(sql(&st.cancel_run))
+            .bind(&key.job)
+            .bind(key.scheduled_at)
+            .bind(&key.partition)
+            .bind(&message)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(run_id) = run_id else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        sqlx::query(sql(&st.cancel_attempt))
+            .bind(run_id)
+            .bind(&message)
+            .bind(&key.job)
+            .bind(key.scheduled_at)
+            .bind(&audit.action)
+            .bind(&audit.actor)
+            .bind(&audit.reason)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(run_id))
+    }
+}
+
+const RETRYABLE: &[RunStatus] = &[
+    RunStatus::Failed,
+    RunStatus::Dead,
+    RunStatus::Abandoned,
+    RunStatus::Skipped,
+];
+
+const CANCELLABLE: &[RunStatus] = &[RunStatus::Running, RunStatus::Pending];
+
+#[async_trait]
+impl AdminStore for PgBackend {
+    /// One upsert for every definition.
+    async fn register_jobs(&self, jobs: &[JobDefinition]) -> Result<(), StoreError> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+        let crons: Vec<&str> = jobs.iter().map(|j| j.cron.as_str()).collect();
+        let zones: Vec<&str> = jobs.iter().map(|j| j.zone.as_str()).collect();
+        let dsts: Vec<&str> = jobs.iter().map(|j| j.dst.as_str()).collect();
+        let guards: Vec<&str> = jobs.iter().map(|j| j.guard.as_str()).collect();
+        let fingerprints: Vec<i64> = jobs
+            .iter()
+            .map(|j| inspect::fingerprint_to_db(j.fingerprint))
+            .collect();
+        sqlx::query(sql(&self.inner.statements.register_jobs))
+            .bind(&names)
+            .bind(&crons)
+            .bind(&zones)
+            .bind(&dsts)
+            .bind(&guards)
+            .bind(&fingerprints)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(())
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let rows = sqlx::query(sql(&self.inner.statements.jobs))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        rows.iter()
+            .map(inspect::job)
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+
+    /// One statement: the job row and its audit record.
+    async fn set_paused(
+        &self,
+        job: &str,
+        paused: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError> {
+        let changed: i64 = sqlx::query_scalar(sql(&self.inner.statements.set_paused))
+            .bind(job)
+            .bind(paused)
+            .bind(&audit.action)
+            .bind(&audit.actor)
+            .bind(&audit.reason)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(changed > 0)
+    }
+
+    /// One statement (runs joined with their attempts); at most 10,000 runs.
+    async fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(sql(&self.inner.statements.list_runs))
+            .bind(filter.job.as_deref())
+            .bind(filter.status.map(RunStatus::as_str))
+            .bind(filter.partition.as_deref())
+            .bind(filter.from)
+            .bind(filter.to)
+            .bind(capped(filter.limit))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        inspect::fold_runs(rows).map_err(StoreError::from)
+    }
+
+    async fn slot_times(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        let times: Vec<DateTime<Utc>> = sqlx::query_scalar(sql(&self.inner.statements.slot_times))
+            .bind(job)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(times)
+    }
+
+    /// One statement for every job.
+    async fn latest_slots(
+        &self,
+        jobs: &[String],
+    ) -> Result<Vec<Option<DateTime<Utc>>>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let latest: Vec<Option<DateTime<Utc>>> =
+            sqlx::query_scalar(sql(&self.inner.statements.latest_slots))
+                .bind(jobs)
+                .fetch_all(&self.inner.pool)
+                .await
+                .map_err(PgError::from)?;
+        if latest.len() != jobs.len() {
+            return Err(StoreError::Rejected(format!(
+                "latest_slots answered {} rows for {} jobs",
+                latest.len(),
+                jobs.len()
+            )));
+        }
+        Ok(latest)
+    }
+
+    /// One statement (the run and its audit record); when it changes nothing, a second one reads
+    /// the status that refused it.
+    async fn retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        let mut seen = RunStatus::Failed;
+        for _ in 0..RACE_ROUNDS {
+            if let Some(run_id) = self.try_retry(key, audit).await? {
+                return Ok(RunChange::Done { run_id });
+            }
+            match self.run_status(key).await? {
+                None => return Ok(RunChange::NotFound),
+                Some(status) if !RETRYABLE.contains(&status) => {
+                    return Ok(RunChange::Refused { status });
+                }
+                // Retryable again: it changed between the two statements. Try again.
+                Some(status) => seen = status,
+            }
+        }
+        Ok(RunChange::Refused { status: seen })
+    }
+
+    /// One statement for the batch (runs and audit records).
+    async fn enqueue(
+        &self,
+        runs: &[Enqueue],
+        audit: &AuditEntry,
+    ) -> Result<Vec<Option<i64>>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let requests: Vec<_> = runs.iter().map(|r| r.request.clone()).collect();
+        let not_before: Vec<DateTime<Utc>> = runs.iter().map(|r| r.not_before).collect();
+        let rows = RequestColumns::new(&requests)
+            .bind(sqlx::query(sql(&self.inner.statements.enqueue)).bind(&not_before))
+            .bind(&audit.action)
+            .bind(&audit.actor)
+            .bind(&audit.reason)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        if rows.len() != runs.len() {
+            return Err(StoreError::Rejected(format!(
+                "enqueue answered {} rows for {} requests",
+                rows.len(),
+                runs.len()
+            )));
+        }
+        rows.iter()
+            .map(|row| row.try_get::<Option<i64>, _>("id"))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(|e| StoreError::from(PgError::from(e)))
+    }
+
+    /// One transaction (the run, its running attempt, the audit record); when it changes nothing,
+    /// a second statement reads the status that refused it.
+    async fn cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        let mut seen = RunStatus::Running;
+        for _ in 0..RACE_ROUNDS {
+            if let Some(run_id) = self.try_cancel(key, audit).await? {
+                return Ok(RunChange::Done { run_id });
+            }
+            match self.run_status(key).await? {
+                None => return Ok(RunChange::NotFound),
+                Some(status) if !CANCELLABLE.contains(&status) => {
+                    return Ok(RunChange::Refused { status });
+                }
+                // Cancellable again: it changed between the two statements. Try again.
+                Some(status) => seen = status,
+            }
+        }
+        Ok(RunChange::Refused { status: seen })
+    }
+
+    async fn audit_log(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(sql(&self.inner.statements.audit_log))
+            .bind(job)
+            .bind(capped(limit))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        rows.iter()
+            .map(inspect::audit)
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+}
