@@ -49,7 +49,6 @@ pub struct JobRecord {
 
 /// One run (`job_runs` row) with its attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct RunRecord {
     /// The run's id.
     pub id: i64,
@@ -97,7 +96,6 @@ pub struct RunRecord {
 
 /// One attempt (`job_run_attempts` row).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct AttemptRecord {
     /// From 1.
     pub attempt: u32,
