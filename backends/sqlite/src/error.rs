@@ -87,6 +87,20 @@ pub enum SqliteError {
         /// The value found.
         value: String,
     },
+    /// A job or audit row holds a value this crate never writes.
+    #[error("SQLite store at {}: unexpected {what} {value:?} in {table} row {row}", path.display())]
+    CorruptRecord {
+        /// The database file.
+        path: PathBuf,
+        /// The table holding the value.
+        table: &'static str,
+        /// The row's key (a job's name, an audit record's id).
+        row: String,
+        /// Which value.
+        what: &'static str,
+        /// The value found.
+        value: String,
+    },
 }
 
 impl SqliteError {

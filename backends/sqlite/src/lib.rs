@@ -35,6 +35,8 @@
 //! | `slotguard_job_run_attempts` | one row per attempt, `UNIQUE(run_id, attempt)`: owner, token, times, outcome |
 //! | `slotguard_fencing` | one row: the last fencing token handed out, for slot claims and locks alike |
 //! | `slotguard_locks` | one row per held lease lock: `lock_key`, `owner`, `token`, `expires_at` |
+//! | `slotguard_jobs` | one row per registered job: cron expression, zone, DST policy, guard level, schedule fingerprint, pause state (`paused`, `paused_by`, `paused_reason`, `paused_at`), `registered_at`, `seen_at` |
+//! | `slotguard_job_run_audit` | one row per operator change (pause, resume, retry, trigger, backfill, cancel): job, run and slot (for run-level changes), action, actor, reason, `at` |
 //!
 //! Every instant is an `INTEGER` of **Unix milliseconds, UTC** (`scheduled_at`, `heartbeat_at`,
 //! `expires_at`, ...), and every duration an `INTEGER` of milliseconds (`stale_after_ms`): integers
@@ -52,6 +54,12 @@
 //! slot's overlap policy there (`skip`, `buffer_one`, `replace`, `allow`) against the runs of the same
 //! job and partition, so replicas cannot decide it differently. `claim_due` (retries, hand-overs,
 //! buffered slots, stale runs) and `record_skipped` are one transaction each as well.
+//!
+//! Operators' changes ([`AdminStore`](slotguard::store::AdminStore): pauses, retries, manual and
+//! backfill runs, cancellation) are one `BEGIN IMMEDIATE` transaction each, written together with
+//! their audit record; of concurrent retries of one run, from any number of processes, exactly one
+//! is done. A cancelled run's holder loses its token: its next heartbeat drops it and its outcome is
+//! refused.
 //!
 //! Staleness and lease expiry are judged by the store's clock, which for SQLite is the host clock read
 //! inside the transaction (`unixepoch('now', 'subsec')`), never the caller's: every process sharing
@@ -84,6 +92,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
+mod admin;
 mod error;
 mod inspect;
 mod lease;
@@ -91,7 +100,8 @@ mod migrate;
 mod slots;
 
 pub use error::SqliteError;
-pub use inspect::{AttemptRow, RunRow};
+// The rows `SqliteBackend::runs` answers are core's records, under the names this crate always used.
+pub use slotguard::store::{AttemptRecord as AttemptRow, RunRecord as RunRow};
 
 /// The host clock in Unix milliseconds, as SQL. `'now'` is fixed for the duration of one statement,
 /// so several uses in one statement agree.

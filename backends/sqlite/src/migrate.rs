@@ -35,6 +35,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "overlap and due-work index",
         sql: include_str!("../migrations/0003_overlap_and_due.sql"),
     },
+    Migration {
+        version: 4,
+        description: "jobs and audit trail",
+        sql: include_str!("../migrations/0004_admin.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -27,7 +27,7 @@ const WAITING: &str = "overlap: waiting for the running slot";
 const REPLACED: &str = "replaced by a newer slot";
 
 /// The row of a slot, if any.
-const STATUS_OF: &str = "
+pub(crate) const STATUS_OF: &str = "
 SELECT id, status FROM slotguard_job_runs
 WHERE job_name = ?1 AND scheduled_at = ?2 AND partition_key = ?3";
 
@@ -145,7 +145,8 @@ fn specs_cte(count: usize) -> String {
     )
 }
 
-/// Stale and handed-over runs that have had all their attempts become `dead`.
+/// Stale and handed-over runs that have had all their attempts become `dead`. A `pending` run is
+/// not subject to it: one an operator retried or enqueued is claimed whatever its attempt count.
 const DUE_EXHAUSTED: &str = "
 UPDATE slotguard_job_runs
 SET status = 'dead',
@@ -202,12 +203,12 @@ WHERE run_id = ?4 AND attempt = ?5 AND fencing_token = ?6";
 type DueRow = (i64, String, i64, String, String, String, String, String);
 
 /// The wall time as stored (ISO 8601 without offset).
-fn wall_text(wall: NaiveDateTime) -> String {
+pub(crate) fn wall_text(wall: NaiveDateTime) -> String {
     wall.format("%Y-%m-%dT%H:%M:%S%.f").to_string()
 }
 
 /// The business date as stored.
-fn date_text(date: NaiveDate) -> String {
+pub(crate) fn date_text(date: NaiveDate) -> String {
     date.format("%Y-%m-%d").to_string()
 }
 

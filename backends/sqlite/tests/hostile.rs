@@ -53,7 +53,7 @@ async fn hostile_names_round_trip() {
         assert_eq!(run.owner.as_deref(), Some("owner'--"));
         assert_eq!(run.zone, "Asia/Seoul");
         assert_eq!(run.fingerprint, u64::MAX - 1);
-        assert_eq!(run.wall, request.wall);
+        assert_eq!(run.wall_time, request.wall);
         assert_eq!(run.business_date, request.business_date);
         assert_eq!(run.stale_after, stale);
     }
@@ -66,5 +66,5 @@ async fn hostile_names_round_trip() {
     .fetch_one(backend.pool())
     .await
     .expect("tables");
-    assert_eq!(tables, 5, "every table is still there");
+    assert_eq!(tables, 7, "every table is still there");
 }

@@ -96,7 +96,7 @@ async fn eight_claimers_win_each_slot_once() {
         let owner = run.owner.expect("owner");
         assert_eq!(winners[&run.key.scheduled_at], vec![owner.clone()]);
         assert_eq!(run.attempts[0].owner, owner);
-        assert_eq!(run.attempts[0].token, run.token.expect("token"));
+        assert_eq!(run.attempts[0].token, run.token);
     }
 }
 
@@ -202,6 +202,6 @@ async fn eight_claimers_take_each_due_retry_once() {
         let owner = run.owner.expect("owner");
         assert_eq!(winners[&run.key.scheduled_at], vec![owner.clone()]);
         assert_eq!(run.attempts[1].owner, owner);
-        assert_eq!(run.attempts[1].token, run.token.expect("token"));
+        assert_eq!(run.attempts[1].token, run.token);
     }
 }

@@ -54,7 +54,7 @@ async fn outcomes_are_recorded_on_the_run_and_its_attempt() {
         .map(|r| {
             (
                 r.status,
-                r.error_class,
+                r.error_class.as_deref(),
                 r.error_message.as_deref(),
                 r.attempts[0].status,
             )
@@ -66,14 +66,14 @@ async fn outcomes_are_recorded_on_the_run_and_its_attempt() {
             (RunStatus::Succeeded, None, None, RunStatus::Succeeded),
             (
                 RunStatus::Failed,
-                Some(ErrorClass::Transient),
+                Some("transient"),
                 Some("connection reset"),
                 RunStatus::Failed
             ),
             // Permanent: the run needs a person; the attempt itself merely failed.
             (
                 RunStatus::Dead,
-                Some(ErrorClass::Permanent),
+                Some("permanent"),
                 Some("bad credentials"),
                 RunStatus::Failed
             ),
@@ -140,12 +140,12 @@ async fn an_abandoned_run_is_recovered_with_a_new_attempt() {
     let runs = alive.runs(Some("recover")).await.expect("runs");
     let run = &runs[0];
     assert_eq!(run.owner.as_deref(), Some("alive"));
-    assert_eq!(run.token, Some(lease.token));
+    assert_eq!(run.token, lease.token);
     assert_eq!(run.attempts.len(), 2);
     assert_eq!(run.attempts[0].status, RunStatus::Abandoned);
     assert_eq!(run.attempts[0].owner, "dead");
     assert_eq!(
-        run.attempts[0].error_message.as_deref(),
+        run.attempts[0].message.as_deref(),
         Some("heartbeat expired")
     );
     assert_eq!(run.attempts[1].status, RunStatus::Running);
