@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Timelike, Utc};
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
-    SlotStore, StoreError,
+    AdminStore, AuditEntry, AuditRecord, Backend, Claim, ClaimRequest, DueClaim, DueSpec, Enqueue,
+    Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, RunChange, RunFilter, RunRecord,
+    SlotKey, SlotStore, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -179,6 +180,84 @@ impl<B: Backend> SlotStore for Counting<B> {
     ) -> Result<bool, StoreError> {
         self.timed(Op::Finish, 1, self.inner.finish(owner, lease, finish))
             .await
+    }
+
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError> {
+        self.inner.save_checkpoint(owner, lease, data).await
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
+        self.inner.load_checkpoint(run_id).await
+    }
+}
+
+/// Operator calls are not measured: plain delegation.
+#[async_trait]
+impl<B: Backend> AdminStore for Counting<B> {
+    async fn register_jobs(&self, jobs: &[JobDefinition]) -> Result<(), StoreError> {
+        self.inner.register_jobs(jobs).await
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.inner.jobs().await
+    }
+
+    async fn set_paused(
+        &self,
+        job: &str,
+        paused: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError> {
+        self.inner.set_paused(job, paused, audit).await
+    }
+
+    async fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        AdminStore::runs(&self.inner, filter).await
+    }
+
+    async fn slot_times(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        self.inner.slot_times(job, from, to).await
+    }
+
+    async fn latest_slots(
+        &self,
+        jobs: &[String],
+    ) -> Result<Vec<Option<DateTime<Utc>>>, StoreError> {
+        self.inner.latest_slots(jobs).await
+    }
+
+    async fn retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        self.inner.retry(key, audit).await
+    }
+
+    async fn enqueue(
+        &self,
+        runs: &[Enqueue],
+        audit: &AuditEntry,
+    ) -> Result<Vec<Option<i64>>, StoreError> {
+        self.inner.enqueue(runs, audit).await
+    }
+
+    async fn cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError> {
+        self.inner.cancel(key, audit).await
+    }
+
+    async fn audit_log(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.inner.audit_log(job, limit).await
     }
 }
 

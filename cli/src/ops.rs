@@ -27,11 +27,21 @@ const REFUSED: u8 = 4;
 #[derive(Debug, Args)]
 pub(crate) struct Store {
     /// The store the replicas share: `postgres://user@host/db` or `sqlite:path/to/file.db`.
-    #[arg(long, env = "SLOTGUARD_DATABASE_URL", value_name = "URL", global = true)]
+    #[arg(
+        long,
+        env = "SLOTGUARD_DATABASE_URL",
+        value_name = "URL",
+        global = true
+    )]
     database_url: Option<String>,
 
     /// The PostgreSQL schema slotguard's tables live in.
-    #[arg(long, env = "SLOTGUARD_SCHEMA", default_value = "slotguard", global = true)]
+    #[arg(
+        long,
+        env = "SLOTGUARD_SCHEMA",
+        default_value = "slotguard",
+        global = true
+    )]
     schema: String,
 }
 
@@ -435,7 +445,11 @@ async fn execute(admin: &Admin, op: Op) -> Result<String, Failure> {
                     "created {} run(s) ({} existed already), due at {per_second}/s until {}",
                     report.created,
                     report.existing,
-                    report.last_due.as_ref().map(ts).unwrap_or_else(|| "-".into())
+                    report
+                        .last_due
+                        .as_ref()
+                        .map(ts)
+                        .unwrap_or_else(|| "-".into())
                 );
             }
             out
@@ -467,7 +481,10 @@ async fn execute(admin: &Admin, op: Op) -> Result<String, Failure> {
                             ts(&a.at),
                             a.job.clone(),
                             a.entry.action.clone(),
-                            a.scheduled_at.as_ref().map(ts).unwrap_or_else(|| "-".into()),
+                            a.scheduled_at
+                                .as_ref()
+                                .map(ts)
+                                .unwrap_or_else(|| "-".into()),
                             a.entry.actor.clone(),
                             a.entry.reason.clone(),
                         ]
@@ -506,7 +523,15 @@ fn runs_table(runs: &[RunRecord]) -> String {
         })
         .collect();
     table(
-        &["SLOT", "PARTITION", "STATUS", "ATTEMPT", "TRIGGER", "OWNER", "MESSAGE"],
+        &[
+            "SLOT",
+            "PARTITION",
+            "STATUS",
+            "ATTEMPT",
+            "TRIGGER",
+            "OWNER",
+            "MESSAGE",
+        ],
         rows,
     )
 }

@@ -526,6 +526,33 @@ impl SlotStore for PgBackend {
         Ok(matched > 0)
     }
 
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError> {
+        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.save_checkpoint))
+            .bind(lease.run_id)
+            .bind(lease.token)
+            .bind(owner)
+            .bind(data)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(matched > 0)
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
+        let saved: Option<Option<String>> =
+            sqlx::query_scalar(sql(&self.inner.statements.load_checkpoint))
+                .bind(run_id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(PgError::from)?;
+        Ok(saved.flatten())
+    }
+
     /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
     async fn claim_due(
         &self,

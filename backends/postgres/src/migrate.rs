@@ -38,6 +38,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "jobs and audit trail",
         sql: include_str!("../migrations/0004_admin.sql"),
     },
+    Migration {
+        version: 5,
+        description: "checkpoints",
+        sql: include_str!("../migrations/0005_checkpoints.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -617,6 +617,23 @@ ORDER BY id DESC
 LIMIT $2
 ";
 
+/// Saves checkpoint `$4` on run `$1`, only while `$3` holds it with token `$2` and it is `running`.
+/// Answers how many rows matched (0 or 1).
+pub(crate) const SAVE_CHECKPOINT: &str = "
+WITH saved AS (
+    UPDATE {schema}.job_runs
+    SET checkpoint = $4
+    WHERE id = $1 AND fencing_token = $2 AND owner = $3 AND status = 'running'
+    RETURNING 1
+)
+SELECT count(*) FROM saved
+";
+
+/// The checkpoint of run `$1`.
+pub(crate) const LOAD_CHECKPOINT: &str = "
+SELECT checkpoint FROM {schema}.job_runs WHERE id = $1
+";
+
 /// The statements above, for one schema.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
@@ -641,6 +658,8 @@ pub(crate) struct Statements {
     pub(crate) cancel_run: Arc<str>,
     pub(crate) cancel_attempt: Arc<str>,
     pub(crate) audit_log: Arc<str>,
+    pub(crate) save_checkpoint: Arc<str>,
+    pub(crate) load_checkpoint: Arc<str>,
 }
 
 impl Statements {
@@ -668,6 +687,8 @@ impl Statements {
             cancel_run: s(CANCEL_RUN),
             cancel_attempt: s(CANCEL_ATTEMPT),
             audit_log: s(AUDIT_LOG),
+            save_checkpoint: s(SAVE_CHECKPOINT),
+            load_checkpoint: s(LOAD_CHECKPOINT),
         }
     }
 }

@@ -105,7 +105,7 @@ const AUDIT_COLUMNS: &str = "id, job_name, run_id, scheduled_at, action, actor, 
 /// `c >= t` exactly when `c >= ceil_ms(t)`, and `c < t` exactly when `c < ceil_ms(t)`.
 fn ceil_ms(t: DateTime<Utc>) -> i64 {
     let floor = t.timestamp_millis();
-    if t.timestamp_subsec_nanos() % 1_000_000 == 0 {
+    if t.timestamp_subsec_nanos().is_multiple_of(1_000_000) {
         floor
     } else {
         floor.saturating_add(1)

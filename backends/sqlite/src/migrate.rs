@@ -40,6 +40,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "jobs and audit trail",
         sql: include_str!("../migrations/0004_admin.sql"),
     },
+    Migration {
+        version: 5,
+        description: "checkpoints",
+        sql: include_str!("../migrations/0005_checkpoints.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

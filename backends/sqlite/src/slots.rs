@@ -657,7 +657,46 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         Ok(true)
     }
+
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, SqliteError> {
+        let q = |e| self.query_error(e);
+        let mut w = self.write().await?;
+        let saved = sqlx::query(SAVE_CHECKPOINT)
+            .bind(data)
+            .bind(lease.run_id)
+            .bind(lease.token)
+            .bind(owner)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?
+            .rows_affected();
+        w.tx.commit().await.map_err(q)?;
+        Ok(saved > 0)
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, SqliteError> {
+        let saved: Option<Option<String>> = sqlx::query_scalar(LOAD_CHECKPOINT)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        Ok(saved.flatten())
+    }
 }
+
+/// Saves checkpoint `?1` on run `?2`, only while `?4` holds it with token `?3` and it is running.
+const SAVE_CHECKPOINT: &str = "
+UPDATE slotguard_job_runs SET checkpoint = ?1
+WHERE id = ?2 AND fencing_token = ?3 AND owner = ?4 AND status = 'running'
+";
+
+/// The checkpoint of run `?1`.
+const LOAD_CHECKPOINT: &str = "SELECT checkpoint FROM slotguard_job_runs WHERE id = ?1";
 
 /// Claims, due claims and recorded skips run in one `BEGIN IMMEDIATE` transaction per call;
 /// heartbeats are one statement for all tokens; outcomes are written to the run and its attempt
@@ -716,5 +755,18 @@ impl SlotStore for SqliteBackend {
         finish: &Finish,
     ) -> Result<bool, StoreError> {
         Ok(self.shared().finish(owner, lease, finish).await?)
+    }
+
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(self.shared().save_checkpoint(owner, lease, data).await?)
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
+        Ok(self.shared().load_checkpoint(run_id).await?)
     }
 }
