@@ -13,8 +13,8 @@ use tokio_util::task::TaskTracker;
 use crate::admin::shown;
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::guard::local::LocalGuard;
-use crate::guard::lock::LockGuard;
-use crate::guard::slot::{Heartbeats, SlotGuard};
+use crate::guard::lock::{LockGuard, unlocker};
+use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
 use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
@@ -562,11 +562,13 @@ impl SchedulerBuilder {
             guards.push(Arc::new(LockGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
+                unlocker: Arc::new(unlocker(Arc::clone(backend), Arc::clone(&owner))),
             }));
             let slot_guard = Arc::new(SlotGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
                 heartbeats: Arc::clone(&beats),
+                finisher: Arc::new(finisher(Arc::clone(backend), Arc::clone(&owner))),
             });
             guards.push(Arc::clone(&slot_guard) as Arc<dyn Guard>);
             heartbeats = Some(beats);

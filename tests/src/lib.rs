@@ -538,3 +538,87 @@ pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
         "a replaced run is not recovered"
     );
 }
+
+/// Outcomes written together are fenced one by one: each answer says whether that attempt still held
+/// its run, and nothing is written for the ones that did not.
+pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
+    let requests: Vec<ClaimRequest> = [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:01:00Z",
+        "2026-01-01T00:02:00Z",
+    ]
+    .iter()
+    .map(|at| request("contract_batch", at, Duration::from_secs(60)))
+    .collect();
+    let leases: Vec<Lease> = backend
+        .claim("a", &requests)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+        .collect();
+    let forged = Lease {
+        token: leases[2].token + 1_000_000,
+        ..leases[2]
+    };
+    let answers = backend
+        .finish_many(
+            "a",
+            &[
+                (leases[0], Finish::succeeded()),
+                (
+                    leases[1],
+                    Finish::failed(
+                        ErrorClass::Transient,
+                        "try later",
+                        Some(Duration::from_secs(3600)),
+                    ),
+                ),
+                (forged, Finish::succeeded()),
+            ],
+        )
+        .await
+        .expect("finish_many");
+    assert_eq!(answers, vec![true, true, false]);
+    // The refused one is still running under its real token; another owner cannot finish it.
+    assert_eq!(
+        backend
+            .heartbeat("a", &[leases[2].token])
+            .await
+            .expect("heartbeat"),
+        vec![leases[2].token]
+    );
+    let again = backend
+        .finish_many(
+            "b",
+            &[
+                (leases[2], Finish::succeeded()),
+                (leases[0], Finish::succeeded()),
+            ],
+        )
+        .await
+        .expect("finish_many");
+    assert_eq!(again, vec![false, false]);
+    let last = backend
+        .finish_many(
+            "a",
+            &[
+                (leases[2], Finish::succeeded()),
+                (leases[0], Finish::succeeded()),
+            ],
+        )
+        .await
+        .expect("finish_many");
+    assert_eq!(
+        last,
+        vec![true, false],
+        "a finished run is not finished twice"
+    );
+    assert!(
+        backend
+            .finish_many("a", &[])
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+}

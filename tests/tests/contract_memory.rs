@@ -39,3 +39,8 @@ async fn abandoned_runs_are_recovered() {
 async fn overlap_is_decided_by_the_store() {
     contract::overlap_is_decided_by_the_store(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn batched_finishes_are_fenced() {
+    contract::batched_finishes_are_fenced(&backend()).await;
+}

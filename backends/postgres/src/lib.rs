@@ -526,6 +526,62 @@ impl SlotStore for PgBackend {
         Ok(matched > 0)
     }
 
+    /// One statement for every attempt: runs that end together cost one round trip.
+    async fn finish_many(
+        &self,
+        owner: &str,
+        finishes: &[(Lease, Finish)],
+    ) -> Result<Vec<bool>, StoreError> {
+        match finishes {
+            [] => return Ok(Vec::new()),
+            [(lease, finish)] => return Ok(vec![self.finish(owner, lease, finish).await?]),
+            _ => {}
+        }
+        let n = finishes.len();
+        let (mut ids, mut tokens) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut statuses, mut attempt_statuses) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut classes, mut messages, mut retries) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for (lease, finish) in finishes {
+            ids.push(lease.run_id);
+            tokens.push(lease.token);
+            statuses.push(finish.status.as_str());
+            attempt_statuses.push(finish.attempt_status.as_str());
+            classes.push(finish.error_class.map(ErrorClass::as_str));
+            messages.push(finish.message.as_deref());
+            retries.push(finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER))));
+        }
+        let matched: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.finish_many))
+            .bind(owner)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&statuses)
+            .bind(&attempt_statuses)
+            .bind(&classes)
+            .bind(&messages)
+            .bind(&retries)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        let answers: Vec<bool> = ids.iter().map(|id| matched.contains(id)).collect();
+        for ((lease, finish), accepted) in finishes.iter().zip(&answers) {
+            if !accepted {
+                tracing::warn!(
+                    run_id = lease.run_id,
+                    attempt = lease.attempt,
+                    token = lease.token,
+                    owner,
+                    status = finish.status.as_str(),
+                    "fenced write refused: the attempt no longer holds the run"
+                );
+            }
+        }
+        Ok(answers)
+    }
+
     async fn save_checkpoint(
         &self,
         owner: &str,

@@ -371,6 +371,37 @@ attempt AS (
 SELECT (SELECT count(*) FROM run) AS runs
 ";
 
+/// [`FINISH`] for many attempts of owner `$1` at once: run ids `$2`, tokens `$3`, run statuses `$4`,
+/// attempt statuses `$5`, error classes `$6`, messages `$7`, microseconds until due again `$8`
+/// (`NULL`: not due). Answers the ids of the runs that matched.
+pub(crate) const FINISH_MANY: &str = "
+WITH input AS (
+    SELECT *
+    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+        AS i(id, token, status, attempt_status, class, message, retry_us)
+),
+run AS (
+    UPDATE {schema}.job_runs r
+    SET status = i.status,
+        error_class = i.class,
+        error_message = i.message,
+        next_attempt_at = now() + i.retry_us * interval '1 microsecond',
+        finished_at = now(),
+        updated_at = now()
+    FROM input i
+    WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND r.status = 'running'
+    RETURNING r.id, r.attempt, r.fencing_token, i.attempt_status, i.message
+),
+attempt AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = run.attempt_status, finished_at = now(), message = run.message
+    FROM run
+    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
+    RETURNING a.id
+)
+SELECT id FROM run
+";
+
 /// Registers keys `$2` for jobs `$3` of namespace `$1`; a key already registered is left as it is.
 pub(crate) const REGISTER_KEYS: &str = "
 INSERT INTO {schema}.lock_keys (lock_key, namespace, job_name)
@@ -642,6 +673,7 @@ pub(crate) struct Statements {
     pub(crate) record_skipped: Arc<str>,
     pub(crate) heartbeat: Arc<str>,
     pub(crate) finish: Arc<str>,
+    pub(crate) finish_many: Arc<str>,
     pub(crate) register_keys: Arc<str>,
     pub(crate) registered_keys: Arc<str>,
     pub(crate) touch_keys: Arc<str>,
@@ -671,6 +703,7 @@ impl Statements {
             record_skipped: s(RECORD_SKIPPED),
             heartbeat: s(HEARTBEAT),
             finish: s(FINISH),
+            finish_many: s(FINISH_MANY),
             register_keys: s(REGISTER_KEYS),
             registered_keys: s(REGISTERED_KEYS),
             touch_keys: s(TOUCH_KEYS),

@@ -66,3 +66,9 @@ async fn claims_are_exclusive_across_pools() {
         Claim::Taken { .. }
     ));
 }
+
+#[tokio::test]
+async fn batched_finishes_are_fenced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::batched_finishes_are_fenced(&backend(&dir).await).await;
+}

@@ -5,14 +5,31 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use super::batch::Batcher;
 use super::{Decision, Guard, GuardLevel, Permit, RunOutcome, SkipReason};
 use crate::runtime::Candidate;
-use crate::store::Backend;
+use crate::store::{Backend, StoreError};
 
 /// Lets a job in only while no other process holds its lock.
 pub(crate) struct LockGuard {
     pub(crate) store: Arc<dyn Backend>,
     pub(crate) owner: Arc<str>,
+    /// Locks released together go to the store in one call.
+    pub(crate) unlocker: Arc<Unlocker>,
+}
+
+/// Batches released keys into [`LockStore::unlock`](crate::store::LockStore::unlock) calls.
+pub(crate) type Unlocker = Batcher<i64, Result<(), StoreError>>;
+
+/// The unlocker of `owner`'s keys on `store`.
+pub(crate) fn unlocker(store: Arc<dyn Backend>, owner: Arc<str>) -> Unlocker {
+    Batcher::new(move |keys: Vec<i64>| {
+        let (store, owner) = (Arc::clone(&store), Arc::clone(&owner));
+        async move {
+            let result = store.unlock(&owner, &keys).await;
+            keys.iter().map(|_| result.clone()).collect()
+        }
+    })
 }
 
 #[async_trait]
@@ -50,6 +67,7 @@ impl Guard for LockGuard {
                 match leases.next().flatten() {
                     Some(lease) => Decision::Admit(Box::new(HeldLock {
                         store: Arc::clone(&self.store),
+                        unlocker: Arc::clone(&self.unlocker),
                         owner: Arc::clone(&self.owner),
                         key: lease.key,
                         lost: lease.lost,
@@ -64,6 +82,7 @@ impl Guard for LockGuard {
 
 struct HeldLock {
     store: Arc<dyn Backend>,
+    unlocker: Arc<Unlocker>,
     owner: Arc<str>,
     key: i64,
     lost: CancellationToken,
@@ -78,7 +97,8 @@ impl Permit for HeldLock {
 
     async fn release(mut self: Box<Self>, _outcome: &RunOutcome) -> bool {
         self.released = true;
-        if let Err(e) = self.store.unlock(&self.owner, &[self.key]).await {
+        let result = self.unlocker.submit(self.key).await.unwrap_or(Ok(()));
+        if let Err(e) = result {
             // The store is gone; so is the session that held the lock, and with it the lock.
             tracing::warn!(lock_key = self.key, error = %e, "unlock failed");
         }

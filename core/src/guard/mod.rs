@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runtime::Candidate;
 
+pub(crate) mod batch;
 pub(crate) mod local;
 pub(crate) mod lock;
 pub(crate) mod slot;

@@ -8,17 +8,36 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::batch::Batcher;
 use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
 use crate::ErrorClass;
 use crate::policy::RetryPolicy;
 use crate::runtime::Candidate;
-use crate::store::{Backend, Claim, ClaimRequest, Finish, Lease, RunStatus, SlotKey};
+use crate::store::{Backend, Claim, ClaimRequest, Finish, Lease, RunStatus, SlotKey, StoreError};
 
 /// Lets a slot in only if this process wins its row.
 pub(crate) struct SlotGuard {
     pub(crate) store: Arc<dyn Backend>,
     pub(crate) owner: Arc<str>,
     pub(crate) heartbeats: Arc<Heartbeats>,
+    /// Outcomes of runs that end together go to the store in one call.
+    pub(crate) finisher: Arc<Finisher>,
+}
+
+/// Batches outcomes into [`SlotStore::finish_many`](crate::store::SlotStore::finish_many) calls.
+pub(crate) type Finisher = Batcher<(Lease, Finish), Result<bool, StoreError>>;
+
+/// The finisher of `owner`'s attempts on `store`.
+pub(crate) fn finisher(store: Arc<dyn Backend>, owner: Arc<str>) -> Finisher {
+    Batcher::new(move |items: Vec<(Lease, Finish)>| {
+        let (store, owner) = (Arc::clone(&store), Arc::clone(&owner));
+        async move {
+            match store.finish_many(&owner, &items).await {
+                Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+            }
+        }
+    })
 }
 
 #[async_trait]
@@ -60,8 +79,7 @@ impl SlotGuard {
         debug_assert!(retry.max_attempts >= 1);
         let lost = self.heartbeats.add(lease.token);
         ClaimedSlot {
-            store: Arc::clone(&self.store),
-            owner: Arc::clone(&self.owner),
+            finisher: Arc::clone(&self.finisher),
             heartbeats: Arc::clone(&self.heartbeats),
             key,
             lease,
@@ -93,8 +111,7 @@ fn finish_for(outcome: &RunOutcome, attempt: u32, retry: &RetryPolicy) -> Finish
 }
 
 pub(crate) struct ClaimedSlot {
-    store: Arc<dyn Backend>,
-    owner: Arc<str>,
+    finisher: Arc<Finisher>,
     heartbeats: Arc<Heartbeats>,
     key: SlotKey,
     lease: Lease,
@@ -117,7 +134,16 @@ impl Permit for ClaimedSlot {
     async fn release(self: Box<Self>, outcome: &RunOutcome) -> bool {
         self.heartbeats.remove(self.lease.token);
         let finish = finish_for(outcome, self.lease.attempt, &self.retry);
-        match self.store.finish(&self.owner, &self.lease, &finish).await {
+        let answer = self
+            .finisher
+            .submit((self.lease, finish))
+            .await
+            .unwrap_or_else(|| {
+                Err(StoreError::Unavailable(
+                    "the runtime is shutting down".into(),
+                ))
+            });
+        match answer {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(

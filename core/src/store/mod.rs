@@ -301,6 +301,21 @@ pub trait SlotStore: Send + Sync + 'static {
     async fn finish(&self, owner: &str, lease: &Lease, finish: &Finish)
     -> Result<bool, StoreError>;
 
+    /// [`finish`](Self::finish) for several attempts of `owner` at once; one answer per attempt, in
+    /// order. The runtime calls this for runs that end together. The default calls `finish` for each;
+    /// a database backend should do it in one statement.
+    async fn finish_many(
+        &self,
+        owner: &str,
+        finishes: &[(Lease, Finish)],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut answers = Vec::with_capacity(finishes.len());
+        for (lease, finish) in finishes {
+            answers.push(self.finish(owner, lease, finish).await?);
+        }
+        Ok(answers)
+    }
+
     /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`
     /// and it is `running`. Returns `false` when ownership was lost: nothing is written then.
     async fn save_checkpoint(

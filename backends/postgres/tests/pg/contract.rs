@@ -175,3 +175,26 @@ async fn locks_are_exclusive_across_sessions() {
     one.close().await;
     two.close().await;
 }
+
+/// One statement for many outcomes, each fenced by its own token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_finishes_are_fenced() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::batched_finishes_are_fenced(&backend).await;
+    let runs = backend.runs(Some("contract_batch")).await.expect("runs");
+    let statuses: Vec<RunStatus> = runs.iter().map(|r| r.status).collect();
+    assert!(statuses.contains(&RunStatus::Pending), "{statuses:?}");
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == RunStatus::Succeeded)
+            .count(),
+        2
+    );
+    for run in &runs {
+        assert_eq!(run.attempts.len(), 1);
+        assert_ne!(run.attempts[0].status, RunStatus::Running, "{run:?}");
+    }
+    backend.close().await;
+}
