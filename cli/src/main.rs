@@ -20,7 +20,13 @@ mod ops;
 
 /// The `slotguard` command line.
 #[derive(Debug, Parser)]
-#[command(name = "slotguard", version, about = "Operate slotguard schedules")]
+#[command(
+    name = "slotguard",
+    version,
+    about = "Operate slotguard schedules",
+    after_help = "Exit codes: 0 done; 1 a failure (I/O, store unreachable); 2 usage or bad input; \
+                  3 unknown job or slot; 4 refused by the run's status."
+)]
 struct Cli {
     /// What to do.
     #[command(subcommand)]

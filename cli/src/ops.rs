@@ -1,71 +1,91 @@
 //! The operations on a cluster's store: `jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
 //! `backfill`, `pause`, `resume`, `audit`. Each is one call of the admin API
-//! ([`slotguard::admin::Admin`]) on the store the replicas share, printed as a table.
+//! ([`slotguard::admin::Admin`]) on the store the replicas share, printed as a table (or, for the
+//! listings, as JSON with `--json`).
 //!
-//! Exit codes, for scripts: 0 done; 2 bad input (usage, a malformed date, a reason too long, a range
-//! too large); 3 unknown job or slot; 4 refused by the run's status (retry of a running run); 1 the
-//! store could not be reached or another failure.
+//! Every argument is checked before the store is opened ([`Plan::new`]), so bad input is reported as
+//! bad input (exit 2) even when the store is unreachable. Exit codes, for scripts: 0 done; 2 bad input
+//! (usage, a malformed date, a reason too long, a range too large, no store at the place named); 3
+//! unknown job or slot; 4 refused by the run's status (retry of a running run); 1 the store could not
+//! be reached, or another failure. Errors are one line on stderr, prefixed `error:`.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest};
-use slotguard::store::{Backend, RunFilter, RunRecord, RunStatus};
+use slotguard::admin::{
+    Admin, AdminError, BackfillOptions, ChangeRequest, MAX_ACTOR_BYTES, MAX_PAGE, MAX_REASON_BYTES,
+};
+use slotguard::store::{RunFilter, RunStatus};
 
 use crate::exit;
+
+mod show;
+mod store;
+
+pub(crate) use store::Store;
 
 /// Unknown job or slot.
 const NOT_FOUND: u8 = 3;
 /// Refused by the run's status.
 const REFUSED: u8 = 4;
 
-/// Where the store is, shared by every operation.
-#[derive(Debug, Args)]
-pub(crate) struct Store {
-    /// The store the replicas share: `postgres://user@host/db` or `sqlite:path/to/file.db`.
-    #[arg(
-        long,
-        env = "SLOTGUARD_DATABASE_URL",
-        value_name = "URL",
-        global = true
-    )]
-    database_url: Option<String>,
+/// The listings' default page.
+const DEFAULT_LIMIT: i64 = 50;
 
-    /// The PostgreSQL schema slotguard's tables live in.
-    #[arg(
-        long,
-        env = "SLOTGUARD_SCHEMA",
-        default_value = "slotguard",
-        global = true
-    )]
-    schema: String,
-}
+const EXAMPLES: &str = "\
+Examples:
+  export SLOTGUARD_DATABASE_URL=postgres://ops@db.internal/app   # or sqlite:/var/lib/app/slotguard.db
+  slotguard jobs
+  slotguard runs daily-settlement --status failed
+  slotguard retry daily-settlement 2026-03-08T17:00:00Z --reason 'bank API was down'
+  slotguard missed daily-settlement --from 2026-03-01T00:00:00Z --json
+
+Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status,
+1 store unreachable or another failure.";
 
 /// Who asks, and why: stored in the audit trail.
 #[derive(Debug, Args)]
 pub(crate) struct Why {
-    /// Why (stored with the change; at most 1,024 bytes).
+    /// Why (stored with the change in the audit trail; 1 to 1,024 bytes).
     #[arg(long)]
     reason: String,
 
-    /// Who asks [default: $USER, else `cli`].
+    /// Who asks, 1 to 128 bytes [default: $USER, else `cli`].
     #[arg(long)]
     actor: Option<String>,
 }
 
 impl Why {
-    fn request(&self) -> ChangeRequest {
+    /// The change request, checked as the admin API checks it, so that a bad reason is bad input
+    /// before the store is even opened.
+    fn request(self) -> Result<ChangeRequest, Failure> {
         let actor = self
             .actor
-            .clone()
-            .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+            .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
             .unwrap_or_else(|| "cli".to_owned());
-        ChangeRequest::new(actor, self.reason.clone())
+        check_text("actor", &actor, MAX_ACTOR_BYTES)?;
+        check_text("reason", &self.reason, MAX_REASON_BYTES)?;
+        Ok(ChangeRequest::new(actor, self.reason))
     }
+}
+
+/// The rules of the admin API for an actor and a reason, with its messages.
+fn check_text(field: &str, value: &str, max: usize) -> Result<(), Failure> {
+    let problem = if value.trim().is_empty() {
+        "must not be empty".to_owned()
+    } else if value.len() > max {
+        format!("is {} bytes; at most {max} are accepted", value.len())
+    } else if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        "contains control characters".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(usage(format!("invalid {field}: {problem}")))
 }
 
 /// One slot of a job.
@@ -86,8 +106,14 @@ pub(crate) struct SlotArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Op {
     /// List the registered jobs: schedule, zone, next slot, last run, pause state.
-    Jobs,
+    #[command(after_long_help = EXAMPLES)]
+    Jobs {
+        /// One JSON object per job and line, as the HTTP router's `GET /jobs` lists them.
+        #[arg(long)]
+        json: bool,
+    },
     /// List a job's runs, newest slot first.
+    #[command(after_long_help = EXAMPLES)]
     Runs {
         /// The job's name.
         job: String,
@@ -95,34 +121,44 @@ pub(crate) enum Op {
         #[arg(long)]
         status: Option<String>,
         /// Only slots at or after this instant (RFC 3339).
-        #[arg(long)]
+        #[arg(long, value_name = "RFC3339")]
         from: Option<String>,
         /// Only slots before this instant (RFC 3339).
-        #[arg(long)]
+        #[arg(long, value_name = "RFC3339")]
         to: Option<String>,
         /// Only this partition.
         #[arg(long)]
         partition: Option<String>,
-        /// At most this many runs (1 to 1,000).
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
+        /// At most this many runs, 1 to 1,000.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, allow_negative_numbers = true)]
+        limit: i64,
+        /// One JSON object per run and line, with its attempts.
+        #[arg(long)]
+        json: bool,
     },
     /// List the slots of a job's schedule that have no run at all in a range.
+    #[command(after_long_help = EXAMPLES)]
     Missed {
         /// The job's name.
         job: String,
         /// From this instant (RFC 3339).
-        #[arg(long)]
+        #[arg(long, value_name = "RFC3339")]
         from: String,
-        /// Until this instant (RFC 3339) [default: now].
-        #[arg(long)]
+        /// Until this instant, excluded (RFC 3339) [default: now].
+        #[arg(long, value_name = "RFC3339")]
         to: Option<String>,
+        /// One JSON object per slot and line.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a finished slot again: a new attempt of the same run, same slot and idempotency key.
+    #[command(after_long_help = EXAMPLES)]
     Retry(SlotArgs),
     /// Cancel a running or pending run; the replica running it is told at its next heartbeat.
+    #[command(after_long_help = EXAMPLES)]
     Cancel(SlotArgs),
     /// Run a job now, as a manual slot that cannot collide with a scheduled one.
+    #[command(after_long_help = EXAMPLES)]
     Trigger {
         /// The job's name.
         job: String,
@@ -130,25 +166,32 @@ pub(crate) enum Op {
         why: Why,
     },
     /// Create runs for the missing slots of a range (a dry run unless --execute).
+    #[command(after_long_help = EXAMPLES)]
     Backfill {
         /// The job's name.
         job: String,
         /// From this instant (RFC 3339).
-        #[arg(long)]
+        #[arg(long, value_name = "RFC3339")]
         from: String,
-        /// Until this instant (RFC 3339).
-        #[arg(long)]
+        /// Until this instant, excluded (RFC 3339).
+        #[arg(long, value_name = "RFC3339")]
         to: String,
         /// Create the runs; without it, only list them.
         #[arg(long)]
         execute: bool,
         /// Runs that become due per second.
-        #[arg(long, default_value_t = 1.0)]
-        per_second: f64,
+        #[arg(
+            long,
+            value_name = "N",
+            default_value = "1",
+            allow_negative_numbers = true
+        )]
+        per_second: String,
         #[command(flatten)]
         why: Why,
     },
     /// Pause a job on every replica (within one recovery poll).
+    #[command(after_long_help = EXAMPLES)]
     Pause {
         /// The job's name.
         job: String,
@@ -156,6 +199,7 @@ pub(crate) enum Op {
         why: Why,
     },
     /// Resume a paused job.
+    #[command(after_long_help = EXAMPLES)]
     Resume {
         /// The job's name.
         job: String,
@@ -163,16 +207,21 @@ pub(crate) enum Op {
         why: Why,
     },
     /// Show the audit trail, newest first.
+    #[command(after_long_help = EXAMPLES)]
     Audit {
         /// Only this job.
         job: Option<String>,
-        /// At most this many entries.
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
+        /// At most this many entries, 1 to 1,000.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, allow_negative_numbers = true)]
+        limit: i64,
+        /// One JSON object per entry and line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 /// A failure, with the exit code it maps to.
+#[derive(Debug)]
 struct Failure {
     code: u8,
     message: String,
@@ -180,16 +229,44 @@ struct Failure {
 
 impl From<AdminError> for Failure {
     fn from(e: AdminError) -> Self {
-        let code = match &e {
-            AdminError::UnknownJob { .. } | AdminError::UnknownRun { .. } => NOT_FOUND,
-            AdminError::Refused { .. } => REFUSED,
-            AdminError::Invalid { .. } => exit::USAGE,
-            AdminError::Store(_) => exit::FAILURE,
+        // The admin API's own messages, except that slots are written as the CLI writes and reads
+        // them (RFC 3339), not as chrono displays them (`2026-03-08 17:00:00 UTC`), so that a slot in
+        // a message can be pasted back into a command.
+        let (code, message) = match &e {
+            AdminError::UnknownJob { .. } => (NOT_FOUND, e.to_string()),
+            AdminError::UnknownRun {
+                job,
+                slot,
+                partition,
+            } => (
+                NOT_FOUND,
+                format!(
+                    "job `{job}` has no run for slot {}{}",
+                    show::ts(slot),
+                    if partition.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (partition `{}`)", show::shown(partition))
+                    }
+                ),
+            ),
+            AdminError::Refused {
+                action,
+                job,
+                slot,
+                status,
+                hint,
+            } => (
+                REFUSED,
+                format!(
+                    "{action} refused for job `{job}` slot {}: the run is {status}; {hint}",
+                    show::ts(slot)
+                ),
+            ),
+            AdminError::Invalid { .. } => (exit::USAGE, e.to_string()),
+            AdminError::Store(_) => (exit::FAILURE, e.to_string()),
         };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
+        Failure { code, message }
     }
 }
 
@@ -200,77 +277,262 @@ fn usage(message: impl Into<String>) -> Failure {
     }
 }
 
+fn failure(message: impl Into<String>) -> Failure {
+    Failure {
+        code: exit::FAILURE,
+        message: message.into(),
+    }
+}
+
+/// A slot asked for by `retry` and `cancel`.
+#[derive(Debug)]
+struct Slot {
+    job: String,
+    at: DateTime<Utc>,
+    partition: String,
+}
+
+/// An operation with its arguments checked.
+#[derive(Debug)]
+enum Plan {
+    Jobs {
+        json: bool,
+    },
+    Runs {
+        filter: RunFilter,
+        json: bool,
+    },
+    Missed {
+        job: String,
+        from: DateTime<Utc>,
+        /// `None`: now, read when the store answers.
+        to: Option<DateTime<Utc>>,
+        json: bool,
+    },
+    Retry(Slot, ChangeRequest),
+    Cancel(Slot, ChangeRequest),
+    Trigger(String, ChangeRequest),
+    Backfill {
+        job: String,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        options: BackfillOptions,
+        by: ChangeRequest,
+    },
+    Pause(String, ChangeRequest),
+    Resume(String, ChangeRequest),
+    Audit {
+        job: Option<String>,
+        limit: usize,
+        json: bool,
+    },
+}
+
+impl Plan {
+    /// Checks every argument that can be checked without the store.
+    fn new(op: Op) -> Result<Plan, Failure> {
+        Ok(match op {
+            Op::Jobs { json } => Plan::Jobs { json },
+            Op::Runs {
+                job,
+                status: wanted,
+                from,
+                to,
+                partition,
+                limit,
+                json,
+            } => {
+                let from = from.as_deref().map(|v| instant("--from", v)).transpose()?;
+                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
+                range(from, to)?;
+                Plan::Runs {
+                    filter: RunFilter {
+                        job: Some(job),
+                        status: wanted.as_deref().map(status).transpose()?,
+                        partition,
+                        from,
+                        to,
+                        limit: page(limit)?,
+                    },
+                    json,
+                }
+            }
+            Op::Missed {
+                job,
+                from,
+                to,
+                json,
+            } => {
+                let from = instant("--from", &from)?;
+                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
+                range(Some(from), to)?;
+                Plan::Missed {
+                    job,
+                    from,
+                    to,
+                    json,
+                }
+            }
+            Op::Retry(args) => {
+                let (slot, by) = slot(args)?;
+                Plan::Retry(slot, by)
+            }
+            Op::Cancel(args) => {
+                let (slot, by) = slot(args)?;
+                Plan::Cancel(slot, by)
+            }
+            Op::Trigger { job, why } => Plan::Trigger(job, why.request()?),
+            Op::Backfill {
+                job,
+                from,
+                to,
+                execute,
+                per_second,
+                why,
+            } => {
+                let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
+                range(Some(from), Some(to))?;
+                let per_second = per_second
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|n| n.is_finite() && *n > 0.0)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--per-second: `{}` is not a positive number of runs per second",
+                            show::shown(&per_second)
+                        ))
+                    })?;
+                Plan::Backfill {
+                    job,
+                    from,
+                    to,
+                    options: BackfillOptions {
+                        dry_run: !execute,
+                        per_second,
+                    },
+                    by: why.request()?,
+                }
+            }
+            Op::Pause { job, why } => Plan::Pause(job, why.request()?),
+            Op::Resume { job, why } => Plan::Resume(job, why.request()?),
+            Op::Audit { job, limit, json } => Plan::Audit {
+                job,
+                limit: page(limit)?,
+                json,
+            },
+        })
+    }
+
+    /// Asks the store, and renders the answer.
+    async fn execute(self, admin: &Admin) -> Result<String, Failure> {
+        Ok(match self {
+            Plan::Jobs { json } => show::jobs(&admin.jobs().await?, json),
+            Plan::Runs { filter, json } => show::runs(&admin.runs(filter).await?, json),
+            Plan::Missed {
+                job,
+                from,
+                to,
+                json,
+            } => {
+                let to = to.unwrap_or_else(Utc::now);
+                show::missed(&admin.missed(&job, from, to).await?, json)
+            }
+            Plan::Retry(slot, by) => show::retried(
+                &admin
+                    .retry(&slot.job, slot.at, &slot.partition, &by)
+                    .await?,
+            ),
+            Plan::Cancel(slot, by) => show::cancelled(
+                &admin
+                    .cancel(&slot.job, slot.at, &slot.partition, &by)
+                    .await?,
+            ),
+            Plan::Trigger(job, by) => show::triggered(&job, &admin.trigger(&job, &by).await?),
+            Plan::Backfill {
+                job,
+                from,
+                to,
+                options,
+                by,
+            } => show::backfilled(
+                &admin.backfill(&job, from, to, options, &by).await?,
+                options.per_second,
+            ),
+            Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?),
+            Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?),
+            Plan::Audit { job, limit, json } => {
+                show::audit(&admin.audit(job.as_deref(), limit).await?, json)
+            }
+        })
+    }
+}
+
 /// Runs one operation and prints its result.
 pub(crate) fn run(store: &Store, op: Op) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            exit::report(format_args!("starting the async runtime: {e}"));
-            return ExitCode::from(exit::FAILURE);
-        }
-    };
-    match runtime.block_on(async {
-        let admin = connect(store).await?;
-        execute(&admin, op).await
-    }) {
+    let result = Plan::new(op).and_then(|plan| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| failure(format!("starting the async runtime: {e}")))?;
+        runtime.block_on(async {
+            let admin = store.open().await?;
+            plan.execute(&admin).await
+        })
+    });
+    match result {
         Ok(text) => match std::io::stdout().lock().write_all(text.as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => exit::write_error(&e),
         },
         Err(failure) => {
-            exit::report(failure.message);
+            exit::report(show::one_line(&failure.message));
             ExitCode::from(failure.code)
         }
     }
 }
 
-async fn connect(store: &Store) -> Result<Admin, Failure> {
-    let Some(url) = store.database_url.as_deref() else {
-        return Err(usage(
-            "no store given: pass --database-url postgres://... or sqlite:PATH (or set SLOTGUARD_DATABASE_URL)",
-        ));
-    };
-    let unreachable = |e: &dyn std::fmt::Display| Failure {
-        code: exit::FAILURE,
-        message: format!("cannot open the store: {e}"),
-    };
-    let backend: Arc<dyn Backend> = if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if !std::path::Path::new(path).exists() {
-            return Err(usage(format!("no SQLite store at `{path}`")));
-        }
-        Arc::new(
-            slotguard_sqlite::SqliteBackend::open(path)
-                .await
-                .map_err(|e| unreachable(&e))?,
-        )
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Arc::new(
-            slotguard_postgres::PgBackend::builder(url)
-                .schema(store.schema.clone())
-                .pool_size(2)
-                .connect()
-                .await
-                .map_err(|e| unreachable(&e))?,
-        )
-    } else {
-        return Err(usage(
-            "the store URL must start with postgres://, postgresql:// or sqlite:",
-        ));
-    };
-    Ok(Admin::shared(backend))
+fn slot(args: SlotArgs) -> Result<(Slot, ChangeRequest), Failure> {
+    let at = instant("SLOT", &args.slot)?;
+    Ok((
+        Slot {
+            job: args.job,
+            at,
+            partition: args.partition,
+        },
+        args.why.request()?,
+    ))
 }
 
 fn instant(field: &str, value: &str) -> Result<DateTime<Utc>, Failure> {
-    DateTime::parse_from_rfc3339(value)
+    DateTime::parse_from_rfc3339(value.trim())
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| {
             usage(format!(
-                "--{field}: `{}` is not an RFC 3339 instant such as 2026-03-08T17:00:00Z ({e})",
-                value.escape_debug()
+                "{field}: `{}` is not an RFC 3339 instant such as 2026-03-08T17:00:00Z ({e})",
+                show::shown(value)
+            ))
+        })
+}
+
+fn range(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> Result<(), Failure> {
+    match (from, to) {
+        (Some(from), Some(to)) if from >= to => Err(usage(format!(
+            "--from ({}) must be before --to ({})",
+            show::ts(&from),
+            show::ts(&to)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn page(limit: i64) -> Result<usize, Failure> {
+    usize::try_from(limit)
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            usage(format!(
+                "--limit: {limit} is out of range: expected 1 to {MAX_PAGE}"
             ))
         })
 }
@@ -286,293 +548,63 @@ fn status(value: &str) -> Result<RunStatus, Failure> {
         RunStatus::Dead,
     ]
     .into_iter()
-    .find(|s| s.as_str() == value)
+    .find(|s| s.as_str().eq_ignore_ascii_case(value.trim()))
     .ok_or_else(|| {
         usage(format!(
             "--status: `{}` is not one of pending, running, succeeded, failed, abandoned, skipped, dead",
-            value.escape_debug()
+            show::shown(value)
         ))
     })
 }
 
-async fn execute(admin: &Admin, op: Op) -> Result<String, Failure> {
-    Ok(match op {
-        Op::Jobs => {
-            let jobs = admin.jobs().await?;
-            let rows = jobs
-                .iter()
-                .map(|j| {
-                    let d = &j.record.definition;
-                    vec![
-                        d.name.clone(),
-                        d.cron.clone(),
-                        d.zone.clone(),
-                        d.guard.clone(),
-                        j.next_slots.first().map(ts).unwrap_or_default(),
-                        j.last_run
-                            .as_ref()
-                            .map(|r| format!("{} {}", ts(&r.key.scheduled_at), r.status))
-                            .unwrap_or_else(|| "-".into()),
-                        if j.record.paused {
-                            format!("paused by {}", j.record.paused_by.as_deref().unwrap_or("?"))
-                        } else {
-                            "active".into()
-                        },
-                    ]
-                })
-                .collect();
-            table(
-                &["JOB", "CRON", "ZONE", "GUARD", "NEXT", "LAST RUN", "STATE"],
-                rows,
-            )
-        }
-        Op::Runs {
-            job,
-            status: wanted,
-            from,
-            to,
-            partition,
-            limit,
-        } => {
-            let filter = RunFilter {
-                job: Some(job),
-                status: wanted.as_deref().map(status).transpose()?,
-                partition,
-                from: from.as_deref().map(|v| instant("from", v)).transpose()?,
-                to: to.as_deref().map(|v| instant("to", v)).transpose()?,
-                limit: limit.max(1),
-            };
-            runs_table(&admin.runs(filter).await?)
-        }
-        Op::Missed { job, from, to } => {
-            let from = instant("from", &from)?;
-            let to = match to {
-                Some(to) => instant("to", &to)?,
-                None => Utc::now(),
-            };
-            let missed = admin.missed(&job, from, to).await?;
-            let mut out = table(
-                &["SLOT", "WALL TIME", "BUSINESS DATE"],
-                missed
-                    .iter()
-                    .map(|m| {
-                        vec![
-                            ts(&m.scheduled_at),
-                            m.wall.format("%Y-%m-%d %H:%M:%S").to_string(),
-                            m.business_date.to_string(),
-                        ]
-                    })
-                    .collect(),
-            );
-            let _ = writeln!(out, "{} missed slot(s)", missed.len());
-            out
-        }
-        Op::Retry(args) => {
-            let slot = instant("slot", &args.slot)?;
-            let run = admin
-                .retry(&args.job, slot, &args.partition, &args.why.request())
-                .await?;
-            format!(
-                "retry accepted: run {} of {} at {} is {}; a replica running the job takes attempt {} within one recovery poll\n",
-                run.id,
-                run.key.job,
-                ts(&run.key.scheduled_at),
-                run.status,
-                run.attempt + 1
-            )
-        }
-        Op::Cancel(args) => {
-            let slot = instant("slot", &args.slot)?;
-            let run = admin
-                .cancel(&args.job, slot, &args.partition, &args.why.request())
-                .await?;
-            format!(
-                "cancelled: run {} of {} at {} is {} ({})\n",
-                run.id,
-                run.key.job,
-                ts(&run.key.scheduled_at),
-                run.status,
-                run.error_message.as_deref().unwrap_or("")
-            )
-        }
-        Op::Trigger { job, why } => {
-            let t = admin.trigger(&job, &why.request()).await?;
-            format!(
-                "triggered: run {} of {job} at {} (manual); it starts within one recovery poll\n",
-                t.run_id,
-                t.scheduled_at.to_rfc3339_opts(SecondsFormat::Millis, true)
-            )
-        }
-        Op::Backfill {
-            job,
-            from,
-            to,
-            execute,
-            per_second,
-            why,
-        } => {
-            let (from, to) = (instant("from", &from)?, instant("to", &to)?);
-            let options = BackfillOptions {
-                dry_run: !execute,
-                per_second,
-            };
-            let report = admin
-                .backfill(&job, from, to, options, &why.request())
-                .await?;
-            let mut out = table(
-                &["SLOT", "WALL TIME", "BUSINESS DATE"],
-                report
-                    .slots
-                    .iter()
-                    .map(|m| {
-                        vec![
-                            ts(&m.scheduled_at),
-                            m.wall.format("%Y-%m-%d %H:%M:%S").to_string(),
-                            m.business_date.to_string(),
-                        ]
-                    })
-                    .collect(),
-            );
-            if report.dry_run {
-                let _ = writeln!(
-                    out,
-                    "dry run: {} slot(s) would be created; add --execute to create them",
-                    report.slots.len()
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    "created {} run(s) ({} existed already), due at {per_second}/s until {}",
-                    report.created,
-                    report.existing,
-                    report
-                        .last_due
-                        .as_ref()
-                        .map(ts)
-                        .unwrap_or_else(|| "-".into())
-                );
-            }
-            out
-        }
-        Op::Pause { job, why } => {
-            let record = admin.pause(&job, &why.request()).await?;
-            format!(
-                "paused: {} (by {})\n",
-                record.definition.name,
-                record.paused_by.as_deref().unwrap_or("?")
-            )
-        }
-        Op::Resume { job, why } => {
-            let record = admin.resume(&job, &why.request()).await?;
-            format!(
-                "resumed: {} (by {})\n",
-                record.definition.name,
-                record.paused_by.as_deref().unwrap_or("?")
-            )
-        }
-        Op::Audit { job, limit } => {
-            let entries = admin.audit(job.as_deref(), limit).await?;
-            table(
-                &["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"],
-                entries
-                    .iter()
-                    .map(|a| {
-                        vec![
-                            ts(&a.at),
-                            a.job.clone(),
-                            a.entry.action.clone(),
-                            a.scheduled_at
-                                .as_ref()
-                                .map(ts)
-                                .unwrap_or_else(|| "-".into()),
-                            a.entry.actor.clone(),
-                            a.entry.reason.clone(),
-                        ]
-                    })
-                    .collect(),
-            )
-        }
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn ts(t: &DateTime<Utc>) -> String {
-    if t.timestamp_subsec_millis() == 0 {
-        t.to_rfc3339_opts(SecondsFormat::Secs, true)
-    } else {
-        t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    #[test]
+    fn reasons_are_checked_like_the_admin_api() {
+        for (reason, problem) in [
+            ("", "must not be empty"),
+            ("  ", "must not be empty"),
+            ("a\u{7}b", "contains control characters"),
+        ] {
+            let err = check_text("reason", reason, MAX_REASON_BYTES).unwrap_err();
+            assert_eq!(err.code, exit::USAGE);
+            assert_eq!(err.message, format!("invalid reason: {problem}"));
+        }
+        let long = "x".repeat(MAX_REASON_BYTES + 1);
+        let err = check_text("reason", &long, MAX_REASON_BYTES).unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid reason: is 1025 bytes; at most 1024 are accepted"
+        );
+        assert!(check_text("reason", "two\nlines\tand a tab", MAX_REASON_BYTES).is_ok());
+        assert!(check_text("reason", &"x".repeat(MAX_REASON_BYTES), MAX_REASON_BYTES).is_ok());
     }
-}
 
-fn runs_table(runs: &[RunRecord]) -> String {
-    let rows = runs
-        .iter()
-        .map(|r| {
-            vec![
-                ts(&r.key.scheduled_at),
-                if r.key.partition.is_empty() {
-                    "-".into()
-                } else {
-                    r.key.partition.clone()
-                },
-                r.status.to_string(),
-                r.attempt.to_string(),
-                r.trigger.as_str().to_owned(),
-                r.owner.clone().unwrap_or_else(|| "-".into()),
-                r.error_message.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "SLOT",
-            "PARTITION",
-            "STATUS",
-            "ATTEMPT",
-            "TRIGGER",
-            "OWNER",
-            "MESSAGE",
-        ],
-        rows,
-    )
-}
+    #[test]
+    fn limits_and_statuses() {
+        assert_eq!(page(1).unwrap(), 1);
+        assert_eq!(page(1000).unwrap(), 1000);
+        for bad in [0, -1, 1001, i64::MIN] {
+            assert_eq!(page(bad).unwrap_err().code, exit::USAGE, "{bad}");
+        }
+        assert_eq!(status("Failed").unwrap(), RunStatus::Failed);
+        let err = status("fail\ned").unwrap_err();
+        assert!(err.message.contains("`fail\\ned`"), "{}", err.message);
+    }
 
-/// Left-aligned columns; cells are escaped (no control characters reach the terminal) and
-/// shortened to 60 characters.
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let clean = |cell: &str| -> String {
-        let escaped: String = cell.escape_debug().collect();
-        if escaped.chars().count() > 60 {
-            let head: String = escaped.chars().take(59).collect();
-            format!("{head}…")
-        } else {
-            escaped
-        }
-    };
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| r.iter().map(|c| clean(c)).collect())
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    #[test]
+    fn instants_and_ranges() {
+        assert_eq!(
+            show::ts(&instant("SLOT", "2026-03-09T02:00:00+09:00").unwrap()),
+            "2026-03-08T17:00:00Z"
+        );
+        let err = instant("SLOT", &"9".repeat(10_000)).unwrap_err();
+        assert_eq!(err.code, exit::USAGE);
+        assert!(err.message.len() < 200, "{}", err.message);
+        let a = instant("--from", "2026-03-08T00:00:00Z").unwrap();
+        assert!(range(Some(a), Some(a)).is_err());
+        assert!(range(Some(a), None).is_ok());
     }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut text = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<w$}  ");
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(header.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
 }

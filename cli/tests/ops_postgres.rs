@@ -1,0 +1,283 @@
+//! The operations against a live PostgreSQL server, run as a process: every scenario of
+//! `common/ops.rs`, and how the CLI finds (or refuses) the server, the database and the schema.
+//!
+//! The server is `postgres://postgres@127.0.0.1:5432/test` unless `SLOTGUARD_TEST_DATABASE_URL` says
+//! otherwise. Every test works in a schema of its own (`sg_cli_<random>`), dropped when it ends, pass
+//! or fail; nothing else on the server is touched.
+
+#[path = "common/ops.rs"]
+mod ops;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ops::{Fixture, run};
+use slotguard_postgres::PgBackend;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// The server the tests use.
+fn database_url() -> String {
+    std::env::var("SLOTGUARD_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A schema name no other test uses.
+fn schema_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.write_u32(std::process::id());
+    format!("sg_cli_{:016x}", h.finish())
+}
+
+async fn drop_schema(name: &str) {
+    let dropped = async {
+        let mut conn = PgConnection::connect(&database_url()).await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS \"{name}\" CASCADE"
+        )))
+        .execute(&mut conn)
+        .await?;
+        conn.close().await
+    }
+    .await;
+    if let Err(e) = dropped {
+        eprintln!("could not drop test schema {name}: {e}");
+    }
+}
+
+/// Whether a schema of that name exists on the server.
+fn schema_exists(name: &str) -> bool {
+    let name = name.to_owned();
+    Fixture::runtime().block_on(async move {
+        let mut conn = PgConnection::connect(&database_url())
+            .await
+            .expect("connect");
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)",
+        )
+        .bind(&name)
+        .fetch_one(&mut conn)
+        .await
+        .expect("query");
+        let _ = conn.close().await;
+        exists
+    })
+}
+
+/// A fresh store in a schema of its own, dropped when the fixture is dropped.
+fn fixture() -> Fixture {
+    let schema = schema_name();
+    let url = database_url();
+    let open = {
+        let (url, schema) = (url.clone(), schema.clone());
+        async move {
+            PgBackend::builder(&url)
+                .schema(schema)
+                .pool_size(2)
+                .connect()
+                .await
+                .expect("connect to the test database")
+        }
+    };
+    Fixture::new(
+        Fixture::runtime(),
+        open,
+        vec![
+            "--database-url".to_owned(),
+            url,
+            "--schema".to_owned(),
+            schema.clone(),
+        ],
+        async move { drop_schema(&schema).await },
+    )
+}
+
+#[test]
+fn runs_lists_and_filters() {
+    ops::runs_lists_and_filters(&fixture());
+}
+
+#[test]
+fn missed_lists_slots_without_rows() {
+    ops::missed_lists_slots_without_rows(&fixture());
+}
+
+#[test]
+fn retry_makes_a_failed_run_pending() {
+    ops::retry_makes_a_failed_run_pending(&fixture());
+}
+
+#[test]
+fn pause_and_resume() {
+    ops::pause_and_resume(&fixture());
+}
+
+#[test]
+fn trigger_creates_a_manual_run() {
+    ops::trigger_creates_a_manual_run(&fixture());
+}
+
+#[test]
+fn backfill_dry_run_then_execute() {
+    ops::backfill_dry_run_then_execute(&fixture());
+}
+
+#[test]
+fn cancel_a_running_run() {
+    ops::cancel_a_running_run(&fixture());
+}
+
+#[test]
+fn audit_lists_changes() {
+    ops::audit_lists_changes(&fixture());
+}
+
+#[test]
+fn hostile_input_changes_nothing() {
+    ops::hostile_input_changes_nothing(&fixture());
+}
+
+#[test]
+fn input_is_checked_before_the_store() {
+    ops::input_is_checked_before_the_store(&fixture());
+}
+
+#[test]
+fn an_unreachable_server_fails_fast_in_one_line() {
+    // Nothing listens on port 1; the password must not appear in the message.
+    let out = run(
+        &[
+            "jobs",
+            "--database-url",
+            "postgres://postgres:hunter2@127.0.0.1:1/x",
+        ],
+        &[],
+    );
+    let message = out.fails(1);
+    assert!(
+        message.starts_with("cannot connect to PostgreSQL at 127.0.0.1:1 (database `x`): "),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+
+    // The same from the environment, for an operation that changes something.
+    let out = run(
+        &["pause", "report", "--reason", "r"],
+        &[(
+            "SLOTGUARD_DATABASE_URL",
+            Some("postgresql://postgres@127.0.0.1:1/x"),
+        )],
+    );
+    out.fails(1);
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_in_five_seconds() {
+    // The kernel completes the TCP handshake (the listener's backlog), but nothing ever reads or
+    // answers: the driver waits for the server's first byte until the CLI's timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let url = format!("postgres://postgres@127.0.0.1:{port}/x");
+    let out = run(&["jobs", "--database-url", &url], &[]);
+    assert_eq!(
+        out.fails(1),
+        format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{port} (database `x`): no answer within 5 s"
+        )
+    );
+    assert!(
+        out.elapsed >= Duration::from_secs(5) && out.elapsed < Duration::from_secs(9),
+        "{:?}",
+        out.elapsed
+    );
+    drop(listener);
+}
+
+#[test]
+fn a_missing_schema_is_not_created() {
+    let schema = schema_name();
+    let out = run(
+        &[
+            "runs",
+            "report",
+            "--database-url",
+            &database_url(),
+            "--schema",
+            &schema,
+        ],
+        &[],
+    );
+    let message = out.fails(2);
+    assert!(
+        message.starts_with(&format!(
+            "no slotguard store in schema `{schema}` of PostgreSQL at "
+        )),
+        "{message}"
+    );
+    assert!(message.ends_with("check --schema (a scheduler creates it when it first starts)"));
+    assert!(!schema_exists(&schema), "the CLI created schema {schema}");
+
+    // A name the backend would refuse: the same answer, nothing created.
+    let out = run(
+        &[
+            "jobs",
+            "--database-url",
+            &database_url(),
+            "--schema",
+            "x\"; DROP SCHEMA public; --",
+        ],
+        &[],
+    );
+    assert!(
+        out.fails(2)
+            .contains("no slotguard store in schema `x\\\"; DROP SCHEMA public; --`"),
+        "{out:?}"
+    );
+    assert!(schema_exists("public"));
+}
+
+#[test]
+fn a_missing_database_or_a_bad_url_is_bad_input() {
+    let mut url = database_url();
+    let slash = url.rfind('/').expect("a database in the URL");
+    url.truncate(slash);
+    url.push_str("/sg_cli_no_such_database");
+    let out = run(&["jobs", "--database-url", &url], &[]);
+    let message = out.fails(2);
+    assert!(message.contains("sg_cli_no_such_database"), "{message}");
+
+    let out = run(
+        &[
+            "jobs",
+            "--database-url",
+            "postgres://u:secret@host:notaport/db",
+        ],
+        &[],
+    );
+    let message = out.fails(2);
+    assert!(message.starts_with("invalid PostgreSQL URL: "), "{message}");
+    assert!(!message.contains("secret"), "{message}");
+}
+
+#[test]
+fn two_schemas_are_two_stores() {
+    // The schema of one fixture does not see the jobs of another.
+    let (a, b) = (fixture(), fixture());
+    a.seed();
+    let jobs = a.slotguard(&["jobs"]);
+    assert_eq!(ops::table(jobs.ok()).1.len(), 3);
+    b.slotguard(&["runs", "report"]).fails(3);
+    // Nor the job table a scheduler of another schema registered: `b` is empty.
+    let jobs = b.slotguard(&["jobs"]);
+    assert_eq!(ops::table(jobs.ok()).1.len(), 0);
+}

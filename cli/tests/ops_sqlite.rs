@@ -1,0 +1,165 @@
+//! The operations against a real SQLite store, run as a process: every scenario of
+//! `common/ops.rs`, and how the CLI finds (or refuses) the file.
+
+#[path = "common/ops.rs"]
+mod ops;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ops::{Fixture, REPORT, run};
+use slotguard_sqlite::SqliteBackend;
+
+/// A path of the test's own under Cargo's scratch directory, removed (with its WAL files) first.
+fn scratch(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ops-{name}-{}.db", std::process::id()));
+    remove(&path);
+    path
+}
+
+fn remove(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = fs::remove_file(file);
+    }
+}
+
+/// A fresh SQLite store, deleted when the fixture is dropped.
+fn fixture(name: &str) -> Fixture {
+    let path = scratch(name);
+    let url = format!("sqlite:{}", path.display());
+    let open = {
+        let path = path.clone();
+        async move { SqliteBackend::open(&path).await.expect("open the store") }
+    };
+    Fixture::new(
+        Fixture::runtime(),
+        open,
+        vec!["--database-url".to_owned(), url],
+        async move { remove(&path) },
+    )
+}
+
+#[test]
+fn runs_lists_and_filters() {
+    ops::runs_lists_and_filters(&fixture("runs"));
+}
+
+#[test]
+fn missed_lists_slots_without_rows() {
+    ops::missed_lists_slots_without_rows(&fixture("missed"));
+}
+
+#[test]
+fn retry_makes_a_failed_run_pending() {
+    ops::retry_makes_a_failed_run_pending(&fixture("retry"));
+}
+
+#[test]
+fn pause_and_resume() {
+    ops::pause_and_resume(&fixture("pause"));
+}
+
+#[test]
+fn trigger_creates_a_manual_run() {
+    ops::trigger_creates_a_manual_run(&fixture("trigger"));
+}
+
+#[test]
+fn backfill_dry_run_then_execute() {
+    ops::backfill_dry_run_then_execute(&fixture("backfill"));
+}
+
+#[test]
+fn cancel_a_running_run() {
+    ops::cancel_a_running_run(&fixture("cancel"));
+}
+
+#[test]
+fn audit_lists_changes() {
+    ops::audit_lists_changes(&fixture("audit"));
+}
+
+#[test]
+fn hostile_input_changes_nothing() {
+    ops::hostile_input_changes_nothing(&fixture("hostile"));
+}
+
+#[test]
+fn input_is_checked_before_the_store() {
+    ops::input_is_checked_before_the_store(&fixture("early"));
+}
+
+/// Runs `jobs` on `url` and returns the one-line error, which must come with exit 2.
+fn refused(url: &str) -> String {
+    run(&["jobs", "--database-url", url], &[])
+        .fails(2)
+        .to_owned()
+}
+
+#[test]
+fn a_missing_file_is_not_created() {
+    let path = scratch("missing");
+    let message = refused(&format!("sqlite:{}", path.display()));
+    assert_eq!(
+        message,
+        format!(
+            "no SQLite store at `{}`: the file does not exist",
+            path.display()
+        )
+    );
+    assert!(!path.exists(), "the CLI created {}", path.display());
+    // `sqlite://` before a path is accepted too.
+    let message = refused(&format!("sqlite://{}", path.display()));
+    assert!(message.starts_with("no SQLite store at"), "{message}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_file_that_is_not_a_store_is_left_alone() {
+    // An empty file (an empty SQLite database) and another application's database: no slotguard
+    // tables are created in them.
+    let empty = scratch("empty");
+    fs::write(&empty, b"").expect("write");
+    let message = refused(&format!("sqlite:{}", empty.display()));
+    assert!(
+        message.starts_with("no slotguard store in `")
+            && message.contains("has no slotguard tables"),
+        "{message}"
+    );
+    assert_eq!(fs::metadata(&empty).expect("still there").len(), 0);
+    remove(&empty);
+
+    // Not a database at all.
+    let text = scratch("text");
+    fs::write(&text, "just some text, long enough to fill a header of a hundred bytes or so ........................................").expect("write");
+    let message = refused(&format!("sqlite:{}", text.display()));
+    assert!(message.contains("file is not a database"), "{message}");
+    remove(&text);
+
+    // A directory.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    assert!(refused(&format!("sqlite:{}", dir.display())).ends_with("is not a file"));
+}
+
+#[test]
+fn no_store_or_a_bad_url_is_bad_input() {
+    assert_eq!(
+        run(&["jobs"], &[]).fails(2),
+        "no store given: pass --database-url postgres://... or sqlite:PATH (or set SLOTGUARD_DATABASE_URL)"
+    );
+    assert_eq!(
+        run(&["jobs"], &[("SLOTGUARD_DATABASE_URL", Some(""))]).fails(2),
+        "no store given: pass --database-url postgres://... or sqlite:PATH (or set SLOTGUARD_DATABASE_URL)"
+    );
+    assert_eq!(
+        refused("mysql://root:secret@db/app"),
+        "--database-url must start with postgres://, postgresql:// or sqlite:"
+    );
+    assert!(refused("sqlite:").starts_with("sqlite: needs a path"));
+    // Every operation needs the store; `next` does not.
+    run(&["runs", REPORT], &[]).fails(2);
+    run(&["next", "@daily", "--count", "1"], &[]).ok();
+}
