@@ -806,7 +806,7 @@ async fn unknown_jobs_and_slots_are_404() {
         answer.expect(StatusCode::NOT_FOUND);
         assert_eq!(answer.error(), "unknown_run");
         assert!(
-            answer.message().contains("2026-03-07 17:00:00 UTC"),
+            answer.message().contains("2026-03-07T17:00:00Z"),
             "{}",
             answer.raw
         );

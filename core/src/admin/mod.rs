@@ -62,9 +62,17 @@ impl ChangeRequest {
         }
     }
 
-    fn entry(&self, action: &str) -> Result<AuditEntry, AdminError> {
+    /// Checks the actor and the reason against the limits every front end applies.
+    ///
+    /// # Errors
+    /// [`AdminError::Invalid`] naming the field.
+    pub fn validate(&self) -> Result<(), AdminError> {
         check_text("actor", &self.actor, MAX_ACTOR_BYTES)?;
-        check_text("reason", &self.reason, MAX_REASON_BYTES)?;
+        check_text("reason", &self.reason, MAX_REASON_BYTES)
+    }
+
+    fn entry(&self, action: &str) -> Result<AuditEntry, AdminError> {
+        self.validate()?;
         Ok(AuditEntry {
             action: action.to_owned(),
             actor: self.actor.clone(),
@@ -108,7 +116,11 @@ pub enum AdminError {
         job: String,
     },
     /// The job has no run for that slot.
-    #[error("job `{job}` has no run for slot {slot}{}", partition_note(partition))]
+    #[error(
+        "job `{job}` has no run for slot {}{}",
+        rfc3339(slot),
+        partition_note(partition)
+    )]
     UnknownRun {
         /// The job.
         job: String,
@@ -118,7 +130,10 @@ pub enum AdminError {
         partition: String,
     },
     /// The run's status does not allow the change.
-    #[error("{action} refused for job `{job}` slot {slot}: the run is {status}; {hint}")]
+    #[error(
+        "{action} refused for job `{job}` slot {}: the run is {status}; {hint}",
+        rfc3339(slot)
+    )]
     Refused {
         /// The change asked for.
         action: &'static str,
@@ -142,6 +157,16 @@ pub enum AdminError {
     /// The store could not be asked; nothing was changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// An instant as the API takes it back: RFC 3339, UTC, with milliseconds only when it has them.
+pub fn rfc3339(at: &DateTime<Utc>) -> String {
+    let format = if at.timestamp_subsec_millis() == 0 {
+        chrono::SecondsFormat::Secs
+    } else {
+        chrono::SecondsFormat::Millis
+    };
+    at.to_rfc3339_opts(format, true)
 }
 
 fn partition_note(partition: &str) -> String {
@@ -314,7 +339,11 @@ impl Admin {
         {
             return Err(AdminError::Invalid {
                 field: "range",
-                problem: format!("`from` ({from}) must be before `to` ({to})"),
+                problem: format!(
+                    "`from` ({}) must be before `to` ({})",
+                    rfc3339(&from),
+                    rfc3339(&to)
+                ),
             });
         }
         if filter.limit == 0 {
@@ -378,7 +407,11 @@ impl Admin {
         if from >= to {
             return Err(AdminError::Invalid {
                 field: "range",
-                problem: format!("`from` ({from}) must be before `to` and before now ({to})"),
+                problem: format!(
+                    "`from` ({}) must be before `to` and before now ({})",
+                    rfc3339(&from),
+                    rfc3339(&to)
+                ),
             });
         }
         let schedule = schedule_of(&record).ok_or_else(|| AdminError::Invalid {
