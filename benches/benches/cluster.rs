@@ -182,6 +182,19 @@ impl<B: Backend> SlotStore for Counting<B> {
             .await
     }
 
+    async fn finish_many(
+        &self,
+        owner: &str,
+        finishes: &[(Lease, Finish)],
+    ) -> Result<Vec<bool>, StoreError> {
+        self.timed(
+            Op::Finish,
+            finishes.len(),
+            self.inner.finish_many(owner, finishes),
+        )
+        .await
+    }
+
     async fn save_checkpoint(
         &self,
         owner: &str,
@@ -358,6 +371,9 @@ async fn connect(schema: &Schema) -> PgBackend {
         .expect("connect to PostgreSQL (see SLOTGUARD_TEST_DATABASE_URL)")
 }
 
+/// The `claim_ahead` of the replicas a scenario starts (0: the default).
+static CLAIM_AHEAD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 async fn start_replica(
     schema: &Schema,
     index: usize,
@@ -385,6 +401,8 @@ async fn start_on(
     if let Some(stale) = stale_after {
         builder = builder.stale_after(stale);
     }
+    let ahead = Duration::from_millis(CLAIM_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed));
+    builder = builder.claim_ahead(ahead);
     let handle = builder
         .build()
         .expect("valid jobs")
@@ -648,10 +666,15 @@ async fn claim_storm(schema: &Schema) {
 // ---------------------------------------------------------------------------------------------
 // 2. Start lag
 
-async fn start_lag(schema: &Schema) {
+async fn start_lag(schema: &Schema, claim_ahead: Duration) {
     println!(
-        "\n== 2. Start lag: {REPLICAS} replicas × {LAG_JOBS} jobs `* * * * * *`, guard `slot`, {} s ==",
+        "\n== 2. Start lag: {REPLICAS} replicas × {LAG_JOBS} jobs `* * * * * *`, guard `slot`, claim_ahead {} ms, {} s ==",
+        claim_ahead.as_millis(),
         LAG_RUN.as_secs()
+    );
+    CLAIM_AHEAD_MS.store(
+        claim_ahead.as_millis() as u64,
+        std::sync::atomic::Ordering::Relaxed,
     );
     // (job, slot) -> executions, and every execution's lag.
     let ledger: Ledger = Arc::default();
@@ -795,12 +818,12 @@ async fn start_lag(schema: &Schema) {
     println!("{:<46} {}", "claim call takes", summary(claim_took));
     println!(
         "{:<46} {}",
-        "unlock call takes (one per run)",
+        "unlock call takes (batched per release)",
         summary(unlock_took)
     );
     println!(
         "{:<46} {}",
-        "finish call takes (one per run)",
+        "finish call takes (batched per release)",
         summary(finish_took)
     );
     println!(
@@ -1006,15 +1029,26 @@ fn main() {
         "slotguard on PostgreSQL: {REPLICAS} in-process replicas, each a Scheduler with its own PgBackend \
          (pool of {POOL} + 1 lock connection)"
     );
-    {
+    // `cargo bench -p slotguard-benches --bench cluster -- lag` runs only the named parts
+    // (`storm`, `lag`, `lag-ahead`, `hb`); no name runs them all.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if wanted("storm") {
         let schema = Schema::new("storm");
         runtime.block_on(claim_storm(&schema));
     }
-    {
+    if wanted("lag") {
         let schema = Schema::new("lag");
-        runtime.block_on(start_lag(&schema));
+        runtime.block_on(start_lag(&schema, Duration::ZERO));
     }
-    {
+    if wanted("lag-ahead") {
+        let schema = Schema::new("lagahead");
+        runtime.block_on(start_lag(&schema, Duration::from_millis(100)));
+    }
+    if wanted("hb") {
         let schema = Schema::new("hb");
         runtime.block_on(heartbeat_cost(&schema));
     }

@@ -575,3 +575,43 @@ async fn a_retry_resumes_from_the_checkpoint_of_the_failed_attempt() {
     assert_eq!(seen, vec![(1, None), (2, Some("4".to_owned()))]);
     handle.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn claim_ahead_claims_early_and_starts_the_body_on_the_instant() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let starts = Starts::default();
+    let scheduler = Scheduler::builder()
+        .backend(store.clone())
+        .clock(clock)
+        .claim_ahead(Duration::from_millis(200))
+        .job(job("tick", "* * * * * *", &starts, clock, 0.1))
+        .build()
+        .unwrap();
+    let handle = scheduler.try_start().await.unwrap();
+    sleep(0.35).await; // 01:00:00.850: the 01:00:01 slot is claimed, its body not started
+    let runs = store.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].key.scheduled_at, at("2026-03-02T01:00:01Z"));
+    assert_eq!(runs[0].created_at, at("2026-03-02T01:00:00.800Z"));
+    assert!(
+        starts.lock().unwrap().is_empty(),
+        "the body waits for its instant"
+    );
+    sleep(2.0).await;
+    handle.shutdown().await;
+    let starts = starts.lock().unwrap().clone();
+    assert!(starts.len() >= 2, "{starts:?}");
+    for (slot, _, started, _) in &starts {
+        assert_eq!(started, slot, "the body starts on the slot's instant");
+    }
+}
+
+#[test]
+fn claim_ahead_is_bounded() {
+    let err = Scheduler::builder()
+        .claim_ahead(Duration::from_secs(5))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("claim_ahead"), "{err}");
+}

@@ -266,10 +266,16 @@ impl PgBackendBuilder {
         }
         let _ = conn.close().await;
 
+        // The claim and finish statements are large CTEs over array parameters: planning them anew
+        // on every execution (PostgreSQL's custom plans) costs more than running them. One generic
+        // plan per prepared statement and connection does not depend on the arrays' contents.
+        let pool_options = options
+            .clone()
+            .options([("plan_cache_mode", "force_generic_plan")]);
         let pool = PgPoolOptions::new()
             .max_connections(self.pool_size)
             .acquire_timeout(self.connect_timeout)
-            .connect_lazy_with(options);
+            .connect_lazy_with(pool_options);
         let locks = Locks::new(LockConfig {
             options: lock_options,
             url: url.clone(),

@@ -95,6 +95,8 @@ pub(crate) struct Runtime {
     pub(crate) grace: Duration,
     /// After `cancel`, how long a job body gets to return before it is dropped.
     pub(crate) kill_after: Duration,
+    /// How long before a slot's instant its guard chain runs; the body still starts at the instant.
+    pub(crate) claim_ahead: Duration,
     pub(crate) running: AtomicUsize,
     pub(crate) abandoned: AtomicUsize,
     /// Where skipped slots of `slot`-level jobs are recorded.
@@ -120,13 +122,16 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         }
         next.push(slot);
     }
+    let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
     loop {
         let Some(&Reverse((due, _))) = heap.peek() else {
             // No job will ever fire again (the calendar ran out); wait for shutdown.
             rt.stop.cancelled().await;
             return;
         };
-        let wait = (due - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
+        let wait = (due - lead - rt.clock.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
         if !wait.is_zero() {
             tokio::select! {
                 () = rt.stop.cancelled() => return,
@@ -139,12 +144,16 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             return;
         }
         let now = rt.clock.now();
+        let horizon = now + lead;
         let mut batch = Vec::new();
+        let mut in_batch = std::collections::HashSet::new();
         while let Some(&Reverse((due, i))) = heap.peek() {
-            if due > now {
+            // One slot per job per tick: a job's next slot inside the horizon goes to the next tick.
+            if due > horizon || in_batch.contains(&i) {
                 break;
             }
             heap.pop();
+            in_batch.insert(i);
             let job = &rt.jobs[i];
             let Some(slot) = next[i] else { continue };
             let mut following = job.schedule.next_after(slot.scheduled_at);
@@ -391,6 +400,12 @@ async fn execute(rt: Arc<Runtime>, candidate: Candidate, permits: Vec<Box<dyn Pe
     );
     rt.running.fetch_add(1, Ordering::AcqRel);
     async {
+        if candidate.trigger == Trigger::Schedule
+            && let Ok(early) = (candidate.slot.scheduled_at - rt.clock.now()).to_std()
+        {
+            // Claimed ahead (`claim_ahead`): the body still starts at the slot's instant.
+            tokio::time::sleep(early).await;
+        }
         tracing::info!(event = "job_started", level = %job.level, "job started");
         let lag = (candidate.trigger == Trigger::Schedule)
             .then(|| (rt.clock.now() - candidate.slot.scheduled_at).to_std().unwrap_or_default());
