@@ -14,9 +14,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use slotguard::admin::{
-    Admin, AdminError, BackfillOptions, ChangeRequest, MAX_ACTOR_BYTES, MAX_PAGE, MAX_REASON_BYTES,
-};
+use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest, MAX_PAGE};
 use slotguard::store::{RunFilter, RunStatus};
 
 use crate::exit;
@@ -65,27 +63,10 @@ impl Why {
             .actor
             .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
             .unwrap_or_else(|| "cli".to_owned());
-        check_text("actor", &actor, MAX_ACTOR_BYTES)?;
-        check_text("reason", &self.reason, MAX_REASON_BYTES)?;
-        Ok(ChangeRequest::new(actor, self.reason))
+        let request = ChangeRequest::new(actor, self.reason);
+        request.validate()?;
+        Ok(request)
     }
-}
-
-/// The rules of the admin API for an actor and a reason, with its messages.
-fn check_text(field: &str, value: &str, max: usize) -> Result<(), Failure> {
-    let problem = if value.trim().is_empty() {
-        "must not be empty".to_owned()
-    } else if value.len() > max {
-        format!("is {} bytes; at most {max} are accepted", value.len())
-    } else if value
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
-        "contains control characters".to_owned()
-    } else {
-        return Ok(());
-    };
-    Err(usage(format!("invalid {field}: {problem}")))
 }
 
 /// One slot of a job.
@@ -560,26 +541,34 @@ fn status(value: &str) -> Result<RunStatus, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slotguard::admin::MAX_REASON_BYTES;
+
+    fn why(reason: &str) -> Why {
+        Why {
+            reason: reason.to_owned(),
+            actor: Some("ops".to_owned()),
+        }
+    }
 
     #[test]
-    fn reasons_are_checked_like_the_admin_api() {
+    fn reasons_are_checked_by_the_admin_api_before_the_store_is_opened() {
         for (reason, problem) in [
             ("", "must not be empty"),
             ("  ", "must not be empty"),
             ("a\u{7}b", "contains control characters"),
         ] {
-            let err = check_text("reason", reason, MAX_REASON_BYTES).unwrap_err();
+            let err = why(reason).request().unwrap_err();
             assert_eq!(err.code, exit::USAGE);
             assert_eq!(err.message, format!("invalid reason: {problem}"));
         }
         let long = "x".repeat(MAX_REASON_BYTES + 1);
-        let err = check_text("reason", &long, MAX_REASON_BYTES).unwrap_err();
+        let err = why(&long).request().unwrap_err();
         assert_eq!(
             err.message,
             "invalid reason: is 1025 bytes; at most 1024 are accepted"
         );
-        assert!(check_text("reason", "two\nlines\tand a tab", MAX_REASON_BYTES).is_ok());
-        assert!(check_text("reason", &"x".repeat(MAX_REASON_BYTES), MAX_REASON_BYTES).is_ok());
+        assert!(why("two\nlines\tand a tab").request().is_ok());
+        assert!(why(&"x".repeat(MAX_REASON_BYTES)).request().is_ok());
     }
 
     #[test]
