@@ -1,0 +1,223 @@
+//! An axum server that embeds the scheduler: its jobs run inside the web application, the admin API is
+//! mounted under `/internal` behind the application's own authentication, and `/metrics` serves the
+//! scheduler's metrics to Prometheus.
+//!
+//! ```text
+//! cargo run --example axum_server                                   # SQLite file in the temp dir
+//! cargo run --example axum_server -- --addr 127.0.0.1:8080 --db ./slots.db
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example axum_server
+//! ```
+//!
+//! Then, from another terminal:
+//!
+//! ```text
+//! curl localhost:3000/health
+//! curl localhost:3000/internal/jobs                                 # 401: no operator
+//! curl -H 'x-operator: alice' localhost:3000/internal/jobs
+//! curl -X POST localhost:3000/internal/jobs/daily-settlement/trigger \
+//!   -H 'x-operator: alice' -H 'content-type: application/json' -d '{"reason": "try it now"}'
+//! curl -H 'x-operator: alice' localhost:3000/internal/jobs/daily-settlement/runs
+//! curl -H 'x-operator: alice' localhost:3000/internal/audit
+//! curl localhost:3000/metrics
+//! ```
+//!
+//! SIGTERM or Ctrl-C shuts down gracefully: the scheduler stops claiming, waits for running jobs (the
+//! grace period), hands the rest over to another replica, and the server keeps answering until then.
+//!
+//! The first line on stdout is `listening on http://ADDR`; logs go to stderr (`RUST_LOG` filters them).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use clap::Parser;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use slotguard::admin::http::{self, Actor};
+use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
+
+/// Command line; every option can also come from the environment.
+#[derive(Parser)]
+#[command(about = "slotguard embedded in an axum server")]
+struct Args {
+    /// Address to listen on; port 0 picks a free one (the first line on stdout names it).
+    #[arg(long, env = "ADDR", default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// SQLite file of the scheduler's store (default: slotguard-axum-example.db in the temp dir).
+    #[arg(long, env = "SLOTGUARD_DB")]
+    db: Option<PathBuf>,
+    /// A `postgres://` URL switches the store to PostgreSQL; anything else is ignored.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Logs on stderr: stdout's first line is the address, for scripts and tests.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+
+    // The recorder must be installed before the scheduler records anything.
+    let prometheus = PrometheusBuilder::new().install_recorder()?;
+    tokio::spawn(upkeep(prometheus.clone()));
+
+    // Every replica of the application runs the same scheduler on the same store.
+    let builder = Scheduler::builder()
+        .jobs(jobs())
+        .grace_period(Duration::from_secs(10))
+        // Manual triggers and retries from /internal start within a second instead of ten.
+        .recovery_interval(Duration::from_secs(1));
+    let builder = match args.database_url.filter(|url| url.starts_with("postgres")) {
+        Some(url) => builder.backend(slotguard_postgres::PgBackend::connect(&url).await?),
+        None => {
+            let path = args
+                .db
+                .unwrap_or_else(|| std::env::temp_dir().join("slotguard-axum-example.db"));
+            builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
+        }
+    };
+    let scheduler = builder.build()?;
+    // Taken before `try_start`, which consumes the scheduler.
+    let admin = scheduler.admin().ok_or("the scheduler has no store")?;
+    let handle = scheduler.try_start().await?;
+
+    let app = Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/metrics", get(move || metrics(prometheus.clone())))
+        .nest(
+            "/internal",
+            // `layer`, not `route_layer`: unknown paths under /internal need an operator too.
+            http::router(admin).layer(middleware::from_fn(require_operator)),
+        );
+
+    // Listen for SIGTERM before announcing the address: a signal sent right after it is not lost.
+    let signal = shutdown_signal()?;
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+
+    // On the signal the scheduler shuts down first (no new claims, running jobs finish or are handed
+    // over) while the server still answers health checks and scrapes; then the server stops.
+    axum::serve(listener, app)
+        .with_graceful_shutdown(handle.clone().shutdown_on(signal))
+        .await?;
+    let report = handle.shutdown().await;
+    println!(
+        "stopped: {} run(s) in flight, finished in grace: {}, handed over: {}, took {:?}",
+        report.in_flight, report.finished_in_grace, report.abandoned, report.took
+    );
+    Ok(())
+}
+
+/// The demo jobs.
+fn jobs() -> Vec<Job> {
+    vec![
+        // The seed article's job: every night at 02:00 in Seoul, at the `slot` level (the default with
+        // a store), retried with the article's backoff, and overdue if not settled by 04:00. Trigger it
+        // from /internal to see it run now.
+        Job::new("daily-settlement", "0 2 * * *", settle)
+            .tz("Asia/Seoul")
+            .retry(RetryPolicy::exponential(
+                5,
+                Duration::from_secs(30),
+                Duration::from_secs(3600),
+            ))
+            .deadline(Duration::from_secs(2 * 3600)),
+        // Every second, so that /metrics and /internal have something to show at once.
+        Job::new(
+            "refresh-rates",
+            "* * * * * *",
+            |ctx: JobContext| async move {
+                tracing::debug!(slot = %ctx.scheduled_at(), "rates refreshed");
+            },
+        ),
+    ]
+}
+
+/// A settlement: the idempotency key and the fencing token go with every side effect (see
+/// `examples/settlement.rs` for what the receiving database does with them).
+async fn settle(ctx: JobContext) -> Result<(), JobError> {
+    tracing::info!(
+        business_date = %ctx.business_date(),
+        key = ctx.idempotency_key(),
+        token = ctx.fencing_token().unwrap_or_default(),
+        attempt = ctx.attempt(),
+        "settling"
+    );
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_millis(500)) => Ok(()),
+        () = ctx.cancelled() => Err(JobError::from("stopped before the bank answered")),
+    }
+}
+
+/// A stand-in for real authentication. The admin router authenticates no one: anyone who reaches it
+/// can retry, cancel, trigger, backfill and pause jobs. A real application checks a session, a bearer
+/// token or a client certificate here; this one only requires an `x-operator` header, and records its
+/// value as the actor of every change (the body's `actor` is then ignored).
+async fn require_operator(mut req: Request, next: Next) -> Response {
+    let operator = req
+        .headers()
+        .get("x-operator")
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned);
+    match operator {
+        Some(operator) => {
+            req.extensions_mut().insert(Actor(operator));
+            next.run(req).await
+        }
+        None => (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(serde_json::json!({
+                "error": "unauthorized",
+                "message": "the admin API needs an operator (header x-operator)",
+            })),
+        )
+            .into_response(),
+    }
+}
+
+/// The Prometheus text format.
+async fn metrics(prometheus: PrometheusHandle) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        prometheus.render(),
+    )
+}
+
+/// The exporter's histograms are drained by upkeep; without a listener of its own, that is our job.
+async fn upkeep(prometheus: PrometheusHandle) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        prometheus.run_upkeep();
+    }
+}
+
+/// Completes on SIGTERM (what orchestrators send) or Ctrl-C.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown signal: the scheduler stops claiming, then the server stops");
+    })
+}

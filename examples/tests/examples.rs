@@ -1,0 +1,358 @@
+//! The examples as a user runs them: compiled example binaries started as child processes, spoken to
+//! over HTTP/1.1 on loopback, and stopped with SIGTERM.
+//!
+//! `cargo test` builds a package's examples before it runs its tests, into `target/<profile>/examples/`,
+//! next to the `deps/` directory this test binary runs from; that is where they are looked for. When a
+//! test target is run on its own (`cargo test --test examples`), examples are not built: the missing
+//! one (or one older than its source) is built then with `cargo build --example`.
+
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The path of a compiled example, built first if this test run did not build it (or built it before
+/// its source last changed).
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/examples-<hash> → target/<profile>/examples/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lives in target/<profile>/deps");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("{name}.rs"));
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&path).is_none() || modified(&path) < modified(&source) {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "-p", "slotguard-examples", "--example", name]);
+        match profile_dir.file_name().and_then(|p| p.to_str()) {
+            Some("debug") | None => {}
+            Some(profile) => {
+                cargo.args(["--profile", profile]);
+            }
+        }
+        let status = cargo.status().expect("cargo runs");
+        assert!(status.success(), "cargo build --example {name} failed");
+    }
+    assert!(
+        path.exists(),
+        "example {name} not found at {}",
+        path.display()
+    );
+    path
+}
+
+/// A server example running as a child process; killed if a test fails before stopping it.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `name` on a free port with a fresh SQLite store, and waits for its first line on stdout.
+    fn start(name: &str) -> Server {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut child = Command::new(example(name))
+            .args(["--addr", "127.0.0.1:0", "--db"])
+            .arg(dir.path().join("slots.db"))
+            // A developer's DATABASE_URL would switch the store to PostgreSQL.
+            .env_remove("DATABASE_URL")
+            .env_remove("ADDR")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the example starts");
+
+        // Read stdout on a thread: the first line names the address, and the pipe must keep draining.
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{name} printed no address: {e}"));
+        let port = first
+            .strip_prefix("listening on http://")
+            .and_then(|addr| addr.rsplit(':').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line from {name}: {first:?}"));
+        Server {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        http(self.port, "GET", path, headers, None)
+    }
+
+    fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        http(self.port, "POST", path, headers, Some(body))
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    fn terminate(mut self, within: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the child can be waited for") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit within {within:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// An HTTP answer: status and body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to the end.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Answer {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the example");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        request.push_str("Content-Type: application/json\r\n");
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    request.push_str(body.unwrap_or(""));
+    stream
+        .write_all(request.as_bytes())
+        .expect("send the request");
+
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the answer");
+    let text = String::from_utf8(raw).expect("a UTF-8 answer");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    let chunked = head.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Answer { status, body }
+}
+
+/// Decodes a `Transfer-Encoding: chunked` body.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .expect("a chunk size");
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    body
+}
+
+/// Polls `check` every 200 ms until it holds, for at most `within`.
+fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+const OPERATOR: (&str, &str) = ("x-operator", "alice");
+/// The seed article's retry call, for a slot that has no run.
+const SEED_RETRY: &str =
+    r#"{"scheduleSlot": "2026-03-08T17:00:00Z", "reason": "bank API was down"}"#;
+
+#[test]
+fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
+    let server = Server::start("axum_server");
+
+    let health = server.get("/health", &[]);
+    assert_eq!((health.status, health.body.as_str()), (200, "ok"));
+
+    // The admin API needs an operator, on every path under /internal.
+    assert_eq!(server.get("/internal/jobs", &[]).status, 401);
+    assert_eq!(server.get("/internal/no-such-route", &[]).status, 401);
+    let jobs = server.get("/internal/jobs", &[OPERATOR]);
+    assert_eq!(jobs.status, 200, "{}", jobs.body);
+    let jobs = jobs.json();
+    let names: Vec<&str> = jobs["jobs"]
+        .as_array()
+        .expect("a list of jobs")
+        .iter()
+        .filter_map(|job| job["name"].as_str())
+        .collect();
+    assert!(names.contains(&"daily-settlement"), "{jobs}");
+    assert!(names.contains(&"refresh-rates"), "{jobs}");
+
+    // The seed's retry call, for a slot that never ran: a JSON 404 that names the job.
+    let retry = server.post(
+        "/internal/jobs/daily-settlement/retry",
+        &[OPERATOR],
+        SEED_RETRY,
+    );
+    assert_eq!(retry.status, 404, "{}", retry.body);
+    assert_eq!(retry.json()["error"], "unknown_run");
+
+    // A manual run: audited under the operator the middleware authenticated, and run within seconds.
+    let triggered = server.post(
+        "/internal/jobs/daily-settlement/trigger",
+        &[OPERATOR],
+        r#"{"reason": "example test", "actor": "mallory"}"#,
+    );
+    assert_eq!(triggered.status, 200, "{}", triggered.body);
+    let audit = server
+        .get("/internal/audit?job=daily-settlement", &[OPERATOR])
+        .json();
+    assert_eq!(audit["audit"][0]["action"], "trigger", "{audit}");
+    assert_eq!(audit["audit"][0]["actor"], "alice", "{audit}");
+    eventually(
+        Duration::from_secs(15),
+        "the manual settlement succeeds",
+        || {
+            let runs = server
+                .get("/internal/jobs/daily-settlement/runs", &[OPERATOR])
+                .json();
+            runs["runs"][0]["status"] == "succeeded"
+        },
+    );
+
+    // The job that fires every second shows up in the scheduler's metrics.
+    eventually(Duration::from_secs(15), "metrics of a run", || {
+        let metrics = server.get("/metrics", &[]);
+        metrics.status == 200
+            && metrics
+                .body
+                .contains(r#"job_run_started_total{job_name="refresh-rates"}"#)
+    });
+
+    let status = server.terminate(Duration::from_secs(15));
+    assert!(status.success(), "exit after SIGTERM: {status}");
+}
+
+#[test]
+fn actix_server_serves_health_and_admin_and_stops_on_sigterm() {
+    let server = Server::start("actix_server");
+
+    let health = server.get("/health", &[]);
+    assert_eq!((health.status, health.body.as_str()), (200, "ok"));
+    assert_eq!(server.get("/internal/jobs", &[]).status, 401);
+    let jobs = server.get("/internal/jobs", &[OPERATOR]);
+    assert_eq!(jobs.status, 200, "{}", jobs.body);
+    assert!(jobs.body.contains("daily-settlement"), "{}", jobs.body);
+    let retry = server.post(
+        "/internal/jobs/daily-settlement/retry",
+        &[OPERATOR],
+        SEED_RETRY,
+    );
+    assert_eq!(retry.status, 404, "{}", retry.body);
+    assert_eq!(retry.json()["error"], "unknown_run");
+    let unknown = server.post("/internal/jobs/no-such-job/retry", &[OPERATOR], SEED_RETRY);
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(unknown.json()["error"], "unknown_job");
+    eventually(Duration::from_secs(15), "metrics of a run", || {
+        let metrics = server.get("/metrics", &[]);
+        metrics.status == 200 && metrics.body.contains("job_run_started_total")
+    });
+
+    let status = server.terminate(Duration::from_secs(15));
+    assert!(status.success(), "exit after SIGTERM: {status}");
+}
+
+#[test]
+fn settlement_pays_every_slot_exactly_once() {
+    let mut child = Command::new(example("settlement"))
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the example starts");
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        let _ = tx.send(out);
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the settlement example did not finish within 60 s");
+        }
+    };
+    let status = child.wait().expect("the child can be waited for");
+    let last = out.lines().last().unwrap_or_default();
+    assert!(status.success(), "exit {status}; output:\n{out}");
+    assert!(
+        last.starts_with("settled ")
+            && last.contains("each exactly once")
+            && last.contains("1 late write refused")
+            && last.contains("1 retry found its slot already paid"),
+        "closing line {last:?}; output:\n{out}"
+    );
+}
