@@ -1,0 +1,331 @@
+//! One function per system: start R replicas of the same app in this process, let them run the
+//! every-second job for D seconds, stop them, and return the measured window and what "slot" means.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+
+use crate::ledger::Ledger;
+use crate::{Args, Window};
+
+type Outcome = Result<(Window, String), String>;
+
+pub async fn run(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Outcome {
+    match system {
+        "slotguard" => slotguard(system, args, run_id, ledger, None).await,
+        "slotguard-claim-ahead" => {
+            slotguard(
+                system,
+                args,
+                run_id,
+                ledger,
+                Some(Duration::from_millis(100)),
+            )
+            .await
+        }
+        "tokio-cron-scheduler" => tokio_cron_scheduler(system, args, ledger).await,
+        "apalis" => apalis(system, args, run_id, ledger).await,
+        other => Err(format!("unknown system {other}")),
+    }
+}
+
+/// Runs for `seconds` from now and returns the window: the first whole second at least one second
+/// after `started` (start-up slack) to the last whole second at least one second before the stop.
+async fn measure(seconds: u64, started: DateTime<Utc>) -> Window {
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let stopped = Utc::now();
+    let first = started.duration_trunc(TimeDelta::seconds(1)).unwrap() + TimeDelta::seconds(2);
+    let last = stopped.duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::seconds(1);
+    Window { first, last }
+}
+
+fn trunc_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(TimeDelta::seconds(1)).unwrap()
+}
+
+async fn drop_schema(ledger: &Ledger, schema: &str) {
+    let res = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+    )))
+    .execute(ledger.pool())
+    .await;
+    if let Err(e) = res {
+        eprintln!("peers: could not drop schema {schema}: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// slotguard
+// ---------------------------------------------------------------------------------------------------
+
+async fn slotguard(
+    system: &str,
+    args: &Args,
+    run_id: &str,
+    ledger: &Ledger,
+    claim_ahead: Option<Duration>,
+) -> Outcome {
+    use slotguard::{Job, Scheduler};
+    use slotguard_postgres::PgBackend;
+
+    let schema = format!(
+        "peers_{run_id}_sg{}",
+        if claim_ahead.is_some() { "ca" } else { "" }
+    );
+    let mut handles = Vec::new();
+    let mut backends = Vec::new();
+    let result = async {
+        for replica in 0..args.replicas {
+            // Each replica: its own backend (own pool, own lock connection), the same schema.
+            let backend = PgBackend::builder(&args.url)
+                .schema(schema.clone())
+                .connect()
+                .await
+                .map_err(|e| format!("PgBackend::connect: {e}"))?;
+            backends.push(backend.clone());
+            let ledger = ledger.clone();
+            let name = system.to_owned();
+            let job = Job::new("peers-every-second", "*/1 * * * * *", move |ctx| {
+                let started = Utc::now();
+                let ledger = ledger.clone();
+                let name = name.clone();
+                async move {
+                    ledger
+                        .record(&name, replica, ctx.scheduled_at(), started)
+                        .await;
+                }
+            });
+            let mut builder = Scheduler::builder()
+                .backend(backend)
+                .job(job)
+                .instance_id(format!("peers-r{replica}"));
+            if let Some(lead) = claim_ahead {
+                builder = builder.claim_ahead(lead);
+            }
+            let scheduler = builder.build().map_err(|e| format!("build: {e}"))?;
+            let handle = scheduler
+                .try_start()
+                .await
+                .map_err(|e| format!("try_start: {e}"))?;
+            handles.push(handle);
+        }
+        Ok::<_, String>(())
+    }
+    .await;
+    let started = Utc::now();
+    let window = match result {
+        Ok(()) => Ok(measure(args.seconds, started).await),
+        Err(e) => Err(e),
+    };
+    for handle in &handles {
+        handle.shutdown().await;
+    }
+    for backend in &backends {
+        backend.close().await;
+    }
+    drop_schema(ledger, &schema).await;
+    window.map(|w| (w, "scheduled time (`ctx.scheduled_at()`)".to_owned()))
+}
+
+// ---------------------------------------------------------------------------------------------------
+// tokio-cron-scheduler, PostgreSQL metadata and notification stores
+// ---------------------------------------------------------------------------------------------------
+
+async fn tokio_cron_scheduler(system: &str, args: &Args, ledger: &Ledger) -> Outcome {
+    use tokio::sync::RwLock;
+    use tokio_cron_scheduler::{
+        JobBuilder, JobScheduler, PostgresMetadataStore, PostgresNotificationStore, PostgresStore,
+        SimpleJobCode, SimpleNotificationCode,
+    };
+
+    // One job id for all replicas: the same job of the same app, one row in the shared store.
+    let job_id = uuid::Uuid::new_v4();
+    let schema = ledger.schema().to_owned();
+    let mut schedulers: Vec<JobScheduler> = Vec::new();
+    let result = async {
+        for replica in 0..args.replicas {
+            let metadata = PostgresMetadataStore {
+                store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
+                init_tables: true,
+                table: format!("{schema}.tcs_job"),
+            };
+            let notifications = PostgresNotificationStore {
+                store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
+                init_tables: true,
+                table: format!("{schema}.tcs_notification"),
+                states_table: format!("{schema}.tcs_notification_state"),
+            };
+            let sched = JobScheduler::new_with_storage_and_code(
+                Box::new(metadata),
+                Box::new(notifications),
+                Box::new(SimpleJobCode::default()),
+                Box::new(SimpleNotificationCode::default()),
+                200,
+            )
+            .await
+            .map_err(|e| format!("JobScheduler::new_with_storage_and_code: {e:?}"))?;
+            let ledger = ledger.clone();
+            let name = system.to_owned();
+            let job = JobBuilder::new()
+                .with_timezone(Utc)
+                .with_cron_job_type()
+                .with_job_id(job_id)
+                .with_schedule("*/1 * * * * *")
+                .map_err(|e| format!("with_schedule: {e:?}"))?
+                .with_run_async(Box::new(move |_uuid, _sched| {
+                    let started = Utc::now();
+                    let ledger = ledger.clone();
+                    let name = name.clone();
+                    Box::pin(async move {
+                        // No scheduled time is passed to the body: the slot is the start second.
+                        ledger
+                            .record(&name, replica, trunc_second(started), started)
+                            .await;
+                    })
+                }))
+                .build()
+                .map_err(|e| format!("JobBuilder::build: {e:?}"))?;
+            sched
+                .add(job)
+                .await
+                .map_err(|e| format!("JobScheduler::add: {e:?}"))?;
+            schedulers.push(sched);
+        }
+        for sched in &schedulers {
+            sched
+                .start()
+                .await
+                .map_err(|e| format!("JobScheduler::start: {e:?}"))?;
+        }
+        Ok::<_, String>(())
+    }
+    .await;
+    let started = Utc::now();
+    let window = match result {
+        Ok(()) => Ok(measure(args.seconds, started).await),
+        Err(e) => Err(e),
+    };
+    for sched in &mut schedulers {
+        if let Err(e) = sched.shutdown().await {
+            eprintln!("peers: tokio-cron-scheduler shutdown: {e:?}");
+        }
+    }
+    window.map(|w| {
+        (
+            w,
+            "start time truncated to the second (the body gets no scheduled time)".to_owned(),
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------
+// apalis-cron piped into apalis-postgres
+// ---------------------------------------------------------------------------------------------------
+
+#[derive(Clone)]
+struct ApalisCtx {
+    ledger: Ledger,
+    name: String,
+    replica: usize,
+}
+
+async fn apalis_tick(
+    tick: apalis_cron::Tick,
+    ctx: apalis::prelude::Data<ApalisCtx>,
+) -> Result<(), apalis::prelude::BoxDynError> {
+    let started = Utc::now();
+    let slot = DateTime::<Utc>::from_timestamp(tick.get_timestamp() as i64, 0)
+        .ok_or("tick out of range")?;
+    ctx.ledger
+        .record(&ctx.name, ctx.replica, slot, started)
+        .await;
+    Ok(())
+}
+
+async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Outcome {
+    use apalis::prelude::*;
+    use apalis_cron::CronScheduler;
+    use apalis_postgres::{Config, PostgresStorage};
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use std::str::FromStr;
+
+    // apalis-postgres keeps its tables in the schema `apalis` (fixed by its migrations). When this
+    // run creates that schema, it drops it again at the end; sqlx's migration table goes into the
+    // run's own schema either way (search_path), so `public` is left alone.
+    let existed: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'apalis')",
+    )
+    .fetch_one(ledger.pool())
+    .await
+    .map_err(|e| e.to_string())?;
+    let options = PgConnectOptions::from_str(&args.url)
+        .map_err(|e| e.to_string())?
+        .options([("search_path", format!("{},public", ledger.schema()))]);
+    let pool = PgPoolOptions::new()
+        .max_connections(4 * args.replicas as u32 + 2)
+        .connect_with(options)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    PostgresStorage::<apalis_cron::Tick>::setup(&pool)
+        .await
+        .map_err(|e| format!("PostgresStorage::setup: {e}"))?;
+
+    let queue = format!("peers-{run_id}");
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut workers = Vec::new();
+    for replica in 0..args.replicas {
+        // Each replica: its own cron stream piped into the shared storage, and a worker on it
+        // (apalis-cron's README, "Persistence": "Distribute cronjobs between multiple servers").
+        let schedule = cron::Schedule::from_str("*/1 * * * * *").map_err(|e| e.to_string())?;
+        let storage = PostgresStorage::<apalis_cron::Tick>::new(&pool)
+            .with_config(Config::default().queue(&queue));
+        let backend = CronScheduler::new(schedule).pipe_to(storage);
+        let ctx = ApalisCtx {
+            ledger: ledger.clone(),
+            name: system.to_owned(),
+            replica,
+        };
+        let worker = WorkerBuilder::new(format!("peers-{run_id}-r{replica}"))
+            .backend(backend)
+            .data(ctx)
+            .build(apalis_tick);
+        let mut stop = stop_tx.subscribe();
+        workers.push(tokio::spawn(async move {
+            let res = worker
+                .run_until(async move {
+                    let _ = stop.recv().await;
+                    Ok::<(), std::io::Error>(())
+                })
+                .await;
+            if let Err(e) = res {
+                eprintln!("peers: apalis worker {replica}: {e}");
+            }
+        }));
+    }
+    let started = Utc::now();
+    let window = measure(args.seconds, started).await;
+    let _ = stop_tx.send(());
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+    }
+    let pending: Result<i64, _> = sqlx::query_scalar(
+        "SELECT count(*) FROM apalis.jobs WHERE job_type = $1 AND status = 'Pending'",
+    )
+    .bind(&queue)
+    .fetch_one(&pool)
+    .await;
+    if let Ok(n) = pending {
+        eprintln!("peers: apalis: {n} tasks still pending in the queue at the stop");
+    }
+    if existed {
+        let _ = sqlx::query("DELETE FROM apalis.jobs WHERE job_type = $1")
+            .bind(&queue)
+            .execute(&pool)
+            .await;
+    } else {
+        drop_schema(ledger, "apalis").await;
+    }
+    pool.close().await;
+    Ok((window, "scheduled time (`Tick::get_timestamp()`)".to_owned()))
+}
