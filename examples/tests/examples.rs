@@ -19,6 +19,16 @@ use serde_json::Value;
 
 /// The path of a compiled example, built first if this test run did not build it (or built it before
 /// its source last changed).
+/// The examples run one at a time: each is timing-sensitive (the settlement demo freezes a replica
+/// past its stale threshold), and two cores shared by three servers make timings meaningless.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     // target/<profile>/deps/examples-<hash> → target/<profile>/examples/<name>
@@ -230,6 +240,7 @@ const SEED_RETRY: &str =
 
 #[test]
 fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
+    let _alone = one_at_a_time();
     let server = Server::start("axum_server");
 
     let health = server.get("/health", &[]);
@@ -297,6 +308,7 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
 
 #[test]
 fn actix_server_serves_health_and_admin_and_stops_on_sigterm() {
+    let _alone = one_at_a_time();
     let server = Server::start("actix_server");
 
     let health = server.get("/health", &[]);
@@ -326,6 +338,7 @@ fn actix_server_serves_health_and_admin_and_stops_on_sigterm() {
 
 #[test]
 fn settlement_pays_every_slot_exactly_once() {
+    let _alone = one_at_a_time();
     let mut child = Command::new(example("settlement"))
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())

@@ -170,7 +170,7 @@ async fn tokio_cron_scheduler(system: &str, args: &Args, ledger: &Ledger) -> Out
             let job = JobBuilder::new()
                 .with_timezone(Utc)
                 .with_cron_job_type()
-                .with_job_id(job_id)
+                .with_job_id(job_id.into())
                 .with_schedule("*/1 * * * * *")
                 .map_err(|e| format!("with_schedule: {e:?}"))?
                 .with_run_async(Box::new(move |_uuid, _sched| {
@@ -267,7 +267,7 @@ async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Out
         .connect_with(options)
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    PostgresStorage::<apalis_cron::Tick>::setup(&pool)
+    PostgresStorage::<()>::setup(&pool)
         .await
         .map_err(|e| format!("PostgresStorage::setup: {e}"))?;
 
