@@ -1,0 +1,280 @@
+//! The invariants every fault scenario checks, over the effects ledger (what the job bodies did) and
+//! the runs table (what the store accepted):
+//!
+//! - **(a) at most one accepted completion per slot**: of the executions of a slot in the ledger, at
+//!   most one ended (`end`) under the token of a `succeeded` attempt; an accepted completion has an
+//!   execution behind it; no lease ran two bodies; every execution ran under an attempt of its slot.
+//! - **(b) fencing**: a run's attempts have strictly rising numbers and tokens, at most one is
+//!   `succeeded`, and it is the last one (the run's current token); an earlier attempt was closed no
+//!   later than the next one started (no write accepted below the current token).
+//! - **(c) nothing left running**: no row is `running` with a heartbeat older than its stale
+//!   threshold plus a grace, by the database clock.
+//! - **(d) every expected slot is recorded**: each `(job, slot)` the scenario expects has a row
+//!   (run, skipped with a reason, failed, ...), unless the scenario explains its absence.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use slotguard::store::{RunRecord, RunStatus};
+
+use crate::Effect;
+
+/// A slot as the ledger writes it.
+pub fn slot_name(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The instants `t` in `[from, to]` with `t` a whole number of seconds divisible by `step_s` (the
+/// slots of `*/step_s * * * * *` when `step_s` divides 60).
+pub fn every(from: DateTime<Utc>, to: DateTime<Utc>, step_s: i64) -> Vec<DateTime<Utc>> {
+    let step = step_s.max(1);
+    let mut t = from.timestamp().div_euclid(step) * step;
+    if t < from.timestamp() || (t == from.timestamp() && from.timestamp_subsec_nanos() > 0) {
+        t += step;
+    }
+    let mut out = Vec::new();
+    while t <= to.timestamp() {
+        if let Some(at) = DateTime::from_timestamp(t, 0) {
+            out.push(at);
+        }
+        t += step;
+    }
+    out
+}
+
+/// `(job, slot)` pairs of `jobs` over `slots`.
+pub fn expect(jobs: &[String], slots: &[DateTime<Utc>]) -> BTreeSet<(String, String)> {
+    jobs.iter()
+        .flat_map(|j| slots.iter().map(move |s| (j.clone(), slot_name(*s))))
+        .collect()
+}
+
+/// The figures the checker measured, and what it found wrong.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// Rows in the runs table.
+    pub rows: usize,
+    /// Expected `(job, slot)` pairs.
+    pub expected: usize,
+    /// Executions (ledger `start`s).
+    pub executions: usize,
+    /// Slots executed more than once (recoveries, retries).
+    pub re_executed: usize,
+    /// Accepted completions (`succeeded` attempts).
+    pub accepted: usize,
+    /// Executions whose body ended (`end`) but whose completion the store refused (fenced).
+    pub refused: usize,
+    /// Attempts beyond the first (recoveries, hand-overs, retries).
+    pub extra_attempts: usize,
+    /// The highest attempt number.
+    pub max_attempt: u32,
+    /// Rows per status.
+    pub statuses: BTreeMap<&'static str, usize>,
+    /// Violations, each a sentence naming the slot.
+    pub violations: Vec<String>,
+}
+
+impl Report {
+    /// Whether no invariant was violated.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The figures on one line.
+    pub fn figures(&self) -> String {
+        let statuses: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s}={n}"))
+            .collect();
+        format!(
+            "rows={} expected={} executions={} re-executed={} accepted={} refused={} extra-attempts={} max-attempt={} [{}] violations={}",
+            self.rows,
+            self.expected,
+            self.executions,
+            self.re_executed,
+            self.accepted,
+            self.refused,
+            self.extra_attempts,
+            self.max_attempt,
+            statuses.join(" "),
+            self.violations.len()
+        )
+    }
+}
+
+/// Checks (a)–(d). `db_now` is the database's clock when `runs` was read; `grace` is the slack past
+/// a row's stale threshold before a `running` row is a violation; `expected` the `(job, slot)` pairs
+/// that must have a row.
+pub fn check(
+    effects: &[Effect],
+    runs: &[RunRecord],
+    db_now: DateTime<Utc>,
+    expected: &BTreeSet<(String, String)>,
+    grace: Duration,
+) -> Report {
+    let mut report = Report {
+        rows: runs.len(),
+        expected: expected.len(),
+        ..Report::default()
+    };
+    let mut ledger: BTreeMap<(String, String), Vec<&Effect>> = BTreeMap::new();
+    for e in effects {
+        ledger
+            .entry((e.job.clone(), e.slot.clone()))
+            .or_default()
+            .push(e);
+    }
+    let mut rows: BTreeMap<(String, String), &RunRecord> = BTreeMap::new();
+    for run in runs {
+        *report.statuses.entry(run.status.as_str()).or_insert(0) += 1;
+        let key = (run.key.job.clone(), slot_name(run.key.scheduled_at));
+        if run.key.partition.is_empty() && rows.insert(key.clone(), run).is_some() {
+            report
+                .violations
+                .push(format!("{key:?}: two rows for one slot"));
+        }
+        check_run(run, &key, ledger.get(&key), db_now, grace, &mut report);
+    }
+    for (key, effects) in &ledger {
+        let starts = effects.iter().filter(|e| e.kind == "start").count();
+        report.executions += starts;
+        if starts > 1 {
+            report.re_executed += 1;
+        }
+        if starts > 0 && !rows.contains_key(key) {
+            report
+                .violations
+                .push(format!("{key:?}: executed {starts}x with no row"));
+        }
+    }
+    for key in expected {
+        if !rows.contains_key(key) {
+            report
+                .violations
+                .push(format!("{key:?}: expected slot has no row"));
+        }
+    }
+    report
+}
+
+fn check_run(
+    run: &RunRecord,
+    key: &(String, String),
+    effects: Option<&Vec<&Effect>>,
+    db_now: DateTime<Utc>,
+    grace: Duration,
+    report: &mut Report,
+) {
+    let v = &mut report.violations;
+    let attempts = &run.attempts;
+    report.extra_attempts += attempts.len().saturating_sub(1);
+    report.max_attempt = report.max_attempt.max(run.attempt);
+    // (b) fencing.
+    for pair in attempts.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if b.attempt <= a.attempt || b.token <= a.token {
+            v.push(format!(
+                "{key:?}: attempt {} (token {}) after attempt {} (token {})",
+                b.attempt, b.token, a.attempt, a.token
+            ));
+        }
+        match a.finished_at {
+            None => v.push(format!(
+                "{key:?}: attempt {} still open under attempt {}",
+                a.attempt, b.attempt
+            )),
+            Some(done) if done > b.started_at => v.push(format!(
+                "{key:?}: attempt {} ({}) written at {done} after attempt {} started at {} (a write below the current token)",
+                a.attempt, a.status, b.attempt, b.started_at
+            )),
+            Some(_) => {}
+        }
+    }
+    let succeeded: Vec<_> = attempts
+        .iter()
+        .filter(|a| a.status == RunStatus::Succeeded)
+        .collect();
+    report.accepted += succeeded.len();
+    if succeeded.len() > 1 {
+        v.push(format!("{key:?}: {} succeeded attempts", succeeded.len()));
+    }
+    if let Some(last) = attempts.last()
+        && (last.attempt != run.attempt || last.token != run.token)
+    {
+        v.push(format!(
+            "{key:?}: run at attempt {} token {}, last attempt {} token {}",
+            run.attempt, run.token, last.attempt, last.token
+        ));
+    }
+    for s in &succeeded {
+        if s.token != run.token || run.status != RunStatus::Succeeded {
+            v.push(format!(
+                "{key:?}: attempt {} succeeded under token {} but the run is {} at token {}",
+                s.attempt, s.token, run.status, run.token
+            ));
+        }
+    }
+    if run.status == RunStatus::Succeeded && succeeded.is_empty() {
+        v.push(format!("{key:?}: run succeeded with no succeeded attempt"));
+    }
+    // (a) against the ledger.
+    let effects: &[&Effect] = effects.map_or(&[], Vec::as_slice);
+    let tokens: BTreeSet<i64> = attempts.iter().map(|a| a.token).collect();
+    let mut starts_per_token: BTreeMap<i64, usize> = BTreeMap::new();
+    for e in effects.iter().filter(|e| e.kind == "start") {
+        *starts_per_token.entry(e.token).or_insert(0) += 1;
+        if !tokens.contains(&e.token) {
+            v.push(format!(
+                "{key:?}: executed by pid {} under token {} that no attempt holds",
+                e.pid, e.token
+            ));
+        }
+    }
+    for (token, n) in &starts_per_token {
+        if *n > 1 {
+            v.push(format!("{key:?}: {n} executions under one token {token}"));
+        }
+    }
+    let accepted: BTreeSet<i64> = succeeded.iter().map(|a| a.token).collect();
+    let ends = |token: i64| {
+        effects
+            .iter()
+            .filter(|e| e.kind == "end" && e.token == token)
+            .count()
+    };
+    for token in &accepted {
+        if ends(*token) != 1 {
+            v.push(format!(
+                "{key:?}: accepted completion under token {token} with {} finished executions",
+                ends(*token)
+            ));
+        }
+    }
+    report.refused += effects
+        .iter()
+        .filter(|e| e.kind == "end" && !accepted.contains(&e.token))
+        .count();
+    let accepted_executions = effects
+        .iter()
+        .filter(|e| e.kind == "end" && accepted.contains(&e.token))
+        .count();
+    if accepted_executions > 1 {
+        v.push(format!(
+            "{key:?}: {accepted_executions} executions ended in an accepted completion"
+        ));
+    }
+    // (c) nothing left running past its threshold.
+    if run.status == RunStatus::Running {
+        let limit =
+            chrono::Duration::from_std(run.stale_after + grace).unwrap_or(chrono::Duration::MAX);
+        match run.heartbeat_at {
+            Some(beat) if beat + limit >= db_now => {}
+            beat => v.push(format!(
+                "{key:?}: running with heartbeat {beat:?}, older than stale {:?} + grace {grace:?} at {db_now}",
+                run.stale_after
+            )),
+        }
+    }
+}
