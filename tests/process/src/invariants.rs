@@ -278,3 +278,201 @@ fn check_run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slotguard::store::{AttemptRecord, SlotKey, Trigger};
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
+    }
+
+    fn attempt(
+        n: u32,
+        token: i64,
+        status: RunStatus,
+        start: i64,
+        end: Option<i64>,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            attempt: n,
+            owner: format!("n{n}"),
+            token,
+            status,
+            started_at: at(start),
+            finished_at: end.map(at),
+            message: None,
+        }
+    }
+
+    fn run(slot: i64, status: RunStatus, attempts: Vec<AttemptRecord>) -> RunRecord {
+        let last = attempts.last().cloned();
+        RunRecord {
+            id: slot,
+            key: SlotKey {
+                job: "job000".into(),
+                scheduled_at: at(slot),
+                partition: String::new(),
+            },
+            status,
+            attempt: last.as_ref().map_or(0, |a| a.attempt),
+            owner: last.as_ref().map(|a| a.owner.clone()),
+            token: last.as_ref().map_or(1_000 + slot, |a| a.token),
+            heartbeat_at: Some(at(slot)),
+            stale_after: Duration::from_secs(2),
+            next_attempt_at: None,
+            created_at: at(slot),
+            updated_at: at(slot),
+            started_at: Some(at(slot)),
+            finished_at: None,
+            error_class: None,
+            error_message: None,
+            zone: "UTC".into(),
+            wall_time: at(slot).naive_utc(),
+            business_date: at(slot).date_naive(),
+            trigger: Trigger::Schedule,
+            fingerprint: 0,
+            attempts,
+        }
+    }
+
+    fn effect(kind: &str, slot: i64, attempt: u32, token: i64) -> Effect {
+        Effect {
+            kind: kind.into(),
+            job: "job000".into(),
+            slot: slot_name(at(slot)),
+            attempt,
+            token,
+            instance: "n".into(),
+            pid: 1,
+        }
+    }
+
+    fn violations(effects: &[Effect], runs: &[RunRecord], expected: &[i64]) -> Vec<String> {
+        let expected = expect(
+            &["job000".to_owned()],
+            &expected.iter().map(|s| at(*s)).collect::<Vec<_>>(),
+        );
+        check(effects, runs, at(100), &expected, Duration::from_secs(3)).violations
+    }
+
+    #[test]
+    fn a_recovered_slot_with_one_accepted_completion_is_clean() {
+        let runs = [run(
+            0,
+            RunStatus::Succeeded,
+            vec![
+                attempt(1, 1, RunStatus::Abandoned, 0, Some(3)),
+                attempt(2, 5, RunStatus::Succeeded, 3, Some(4)),
+            ],
+        )];
+        let effects = [
+            effect("start", 0, 1, 1),
+            effect("end", 0, 1, 1),
+            effect("start", 0, 2, 5),
+            effect("end", 0, 2, 5),
+        ];
+        let report = check(
+            &effects,
+            &runs,
+            at(100),
+            &expect(&["job000".to_owned()], &[at(0)]),
+            Duration::from_secs(3),
+        );
+        assert!(report.ok(), "{:?}", report.violations);
+        assert_eq!(
+            (report.re_executed, report.refused, report.accepted),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn each_invariant_is_caught() {
+        // (b) two succeeded attempts, the first below the current token.
+        let two = run(
+            0,
+            RunStatus::Succeeded,
+            vec![
+                attempt(1, 1, RunStatus::Succeeded, 0, Some(5)),
+                attempt(2, 5, RunStatus::Succeeded, 3, Some(6)),
+            ],
+        );
+        let v = violations(
+            &[
+                effect("start", 0, 1, 1),
+                effect("end", 0, 1, 1),
+                effect("start", 0, 2, 5),
+                effect("end", 0, 2, 5),
+            ],
+            &[two],
+            &[0],
+        );
+        assert!(
+            v.iter().any(|m| m.contains("2 succeeded attempts")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|m| m.contains("below the current token")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|m| m.contains("ended in an accepted")),
+            "{v:?}"
+        );
+
+        // (a) an accepted completion nothing executed; an execution under no attempt's token.
+        let ghost = run(
+            1,
+            RunStatus::Succeeded,
+            vec![attempt(1, 7, RunStatus::Succeeded, 1, Some(2))],
+        );
+        let v = violations(&[effect("start", 1, 1, 8)], &[ghost], &[1]);
+        assert!(
+            v.iter().any(|m| m.contains("0 finished executions")),
+            "{v:?}"
+        );
+        assert!(v.iter().any(|m| m.contains("no attempt holds")), "{v:?}");
+
+        // (c) left running past stale + grace; (d) an expected slot with no row.
+        let stuck = run(
+            2,
+            RunStatus::Running,
+            vec![attempt(1, 9, RunStatus::Running, 2, None)],
+        );
+        let v = violations(&[], &[stuck], &[2, 3]);
+        assert!(
+            v.iter().any(|m| m.contains("running with heartbeat")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|m| m.contains("expected slot has no row")),
+            "{v:?}"
+        );
+
+        // Two executions under one lease.
+        let once = run(
+            4,
+            RunStatus::Failed,
+            vec![attempt(1, 11, RunStatus::Failed, 4, Some(5))],
+        );
+        let v = violations(
+            &[effect("start", 4, 1, 11), effect("start", 4, 1, 11)],
+            &[once],
+            &[4],
+        );
+        assert!(
+            v.iter().any(|m| m.contains("executions under one token")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn slots_of_a_step_are_aligned() {
+        let from = DateTime::from_timestamp(1_000, 500_000_000).unwrap();
+        let to = DateTime::from_timestamp(1_010, 0).unwrap();
+        let got: Vec<i64> = every(from, to, 2).iter().map(|t| t.timestamp()).collect();
+        assert_eq!(got, [1_002, 1_004, 1_006, 1_008, 1_010]);
+        assert_eq!(every(at(0), at(0), 1), [at(0)]);
+    }
+}
