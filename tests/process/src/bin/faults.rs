@@ -546,7 +546,8 @@ fn sigstop(sc: &mut Sc) -> Outcome {
         "4000",
     ]);
     let nodes = sc.spawn_many(3, &args);
-    let from = Utc::now() + chrono_ms(1_000);
+    // Every replica is up: each slot from here on is theirs.
+    let from = Utc::now();
     let mut used = BTreeSet::new();
     let mut stopped: Vec<(Effect, Effect)> = Vec::new();
     let (mut takeover_max, mut stopped_max) = (Duration::ZERO, Duration::ZERO);
@@ -1619,7 +1620,15 @@ fn pool(sc: &mut Sc) -> Outcome {
             (Duration::from_millis(STALE_MS) + secs(2)).as_secs_f64()
         ),
     );
+    let slowest = runs
+        .iter()
+        .flat_map(|r| &r.attempts)
+        .filter(|a| a.status == RunStatus::Succeeded)
+        .filter_map(|a| a.finished_at.map(|f| f - a.started_at))
+        .max()
+        .unwrap_or_default();
     out.fig("peak-open-attempts-per-replica", peak);
+    out.fig("longest-claim-to-completion(work 2.5s)", secs_f(slowest));
     out.fig("taken-over", taken);
     out.fig("told-lost", lost);
     out.fig("not-succeeded-first-attempt", not_first);
