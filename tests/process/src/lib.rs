@@ -2,6 +2,9 @@
 //! and stores to run them on (a SQLite file, a schema of the shared PostgreSQL server, or a throwaway
 //! PostgreSQL cluster a test may restart).
 
+pub mod invariants;
+pub mod proxy;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -122,7 +125,7 @@ pub fn signal(pid: u32, name: &str) {
 /// One line of the effects ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Effect {
-    /// `start`, `end`, `lost` or `cancelled`.
+    /// `start`, `end`, `lost`, `cancelled` or `failed`.
     pub kind: String,
     /// The job.
     pub job: String,
@@ -200,6 +203,15 @@ pub async fn drop_schema(url: &str, schema: &str) {
     }
 }
 
+/// The directory holding `initdb` and `pg_ctl` (`/usr/lib/postgresql/<version>/bin`), if installed.
+pub fn server_binaries() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .find(|p| p.join("initdb").exists())
+}
+
 /// A PostgreSQL cluster of the test's own, in a temporary directory on a free port, run as the
 /// `postgres` user (the server refuses to run as root). Stopped and removed on drop.
 pub struct Cluster {
@@ -211,11 +223,7 @@ pub struct Cluster {
 impl Cluster {
     /// `initdb` and start a new cluster. `None` when the server binaries are not installed.
     pub fn start() -> Option<Cluster> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("bin"))
-            .find(|p| p.join("initdb").exists())?;
+        let bin = server_binaries()?;
         let dir = tempfile::Builder::new().prefix("sg-pg-").tempdir().ok()?;
         let data = dir.path().join("data");
         // The postgres user must be able to write there.
@@ -249,6 +257,11 @@ impl Cluster {
     /// The URL of the cluster's `postgres` database.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The port the cluster listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Stops the server (fast shutdown: connections are terminated).

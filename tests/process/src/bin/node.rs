@@ -5,7 +5,14 @@
 //!         --instance a --ledger /tmp/ledger --jobs 10 --cron "* * * * * *" --work-ms 50
 //!         [--guard slot|lock] [--stale-ms 3000] [--recovery-ms 500] [--grace-ms 5000]
 //!         [--lock-check-ms 500] [--namespace default]
+//!         [--overlap skip,allow,buffer_one,replace] [--catch-up latest|all:<within_s>:<max>|skip,...]
+//!         [--catch-up-rate 1] [--pool-size 5] [--skew-ms 0] [--fail-while PATH] [--max-attempts 5]
 //! ```
+//!
+//! `--overlap` and `--catch-up` take a comma-separated list: job `n` gets entry `n % len`. The
+//! store URL may carry `?application_name=...`, so that a fault test can find the replica's backends.
+//! `--skew-ms` moves the replica's wall clock (the one slots are computed from) by that much.
+//! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
 //! <attempt> <token> <instance> <pid>`), then works for `--work-ms` (or until told to stop), then
@@ -17,7 +24,31 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slotguard::{GuardLevel, Job, JobContext, JobError, RetryPolicy, Scheduler};
+use slotguard::{
+    CatchUp, Clock, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy, Scheduler,
+};
+
+/// The system clock moved by a fixed offset: a replica whose wall clock is wrong.
+#[derive(Debug, Clone, Copy)]
+struct SkewedClock(chrono::Duration);
+
+impl Clock for SkewedClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + self.0
+    }
+}
+
+fn catch_up(spec: &str) -> Result<CatchUp, String> {
+    match spec.split(':').collect::<Vec<_>>().as_slice() {
+        ["skip"] => Ok(CatchUp::Skip),
+        ["latest"] => Ok(CatchUp::Latest),
+        ["all", within, max] => Ok(CatchUp::All {
+            within: Duration::from_secs(within.parse().map_err(|_| format!("bad {spec}"))?),
+            max_slots: max.parse().map_err(|_| format!("bad {spec}"))?,
+        }),
+        _ => Err(format!("bad catch-up policy {spec}")),
+    }
+}
 
 struct Args(Vec<String>);
 
@@ -72,13 +103,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => GuardLevel::Slot,
     };
 
+    let overlaps: Vec<Overlap> = args
+        .get("overlap")
+        .unwrap_or("skip")
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let catch_ups: Vec<CatchUp> = args
+        .get("catch-up")
+        .unwrap_or("skip")
+        .split(',')
+        .map(catch_up)
+        .collect::<Result<_, _>>()?;
+    let fail_while: Option<Arc<str>> = args.get("fail-while").map(Arc::from);
+    let max_attempts: u32 = args
+        .get("max-attempts")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let skew_ms: i64 = args
+        .get("skew-ms")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+
     let mut builder = Scheduler::builder()
         .instance_id(instance.clone())
         .stale_after(args.ms("stale-ms", 3_000))
         .recovery_interval(args.ms("recovery-ms", 500))
         .grace_period(args.ms("grace-ms", 5_000))
         .kill_after(Duration::from_millis(500))
-        .lock_namespace(args.get("namespace").unwrap_or("default"));
+        .lock_namespace(args.get("namespace").unwrap_or("default"))
+        .clock(SkewedClock(chrono::Duration::milliseconds(skew_ms)));
+    if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
+        builder = builder.catch_up_rate(rate);
+    }
     builder = if let Some(path) = store.strip_prefix("sqlite:") {
         builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
     } else if let Some(rest) = store.strip_prefix("postgres:") {
@@ -86,6 +143,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let backend = slotguard_postgres::PgBackend::builder(url)
             .schema(schema)
             .lock_liveness_interval(args.ms("lock-check-ms", 500))
+            .pool_size(
+                args.get("pool-size")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(5),
+            )
             .connect()
             .await?;
         builder.backend(backend)
@@ -96,11 +158,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in 0..jobs {
         let ledger = Arc::clone(&ledger);
         let instance = instance.clone();
+        let fail_while = fail_while.clone();
         let name = format!("job{n:03}");
         builder = builder.job(
             Job::new(name, cron.clone(), move |ctx: JobContext| {
                 let ledger = Arc::clone(&ledger);
                 let instance = instance.clone();
+                let fail_while = fail_while.clone();
                 async move {
                     let id = format!(
                         "{} {} {} {} {} {}",
@@ -112,6 +176,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         std::process::id()
                     );
                     append(&ledger, &format!("start {id}"));
+                    if fail_while
+                        .as_deref()
+                        .is_some_and(|p| std::path::Path::new(p).exists())
+                    {
+                        append(&ledger, &format!("failed {id}"));
+                        return Err(JobError::from("told to fail"));
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(work) => {}
                         () = ctx.cancelled() => {}
@@ -129,8 +200,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             })
             .guard(guard)
+            .overlap(overlaps[n % overlaps.len()])
+            .catch_up(catch_ups[n % catch_ups.len()])
             .retry(RetryPolicy::exponential(
-                5,
+                max_attempts,
                 Duration::from_millis(200),
                 Duration::from_secs(2),
             )),

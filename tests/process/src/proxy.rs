@@ -1,0 +1,204 @@
+//! A small TCP fault proxy for loopback tests: put it between one replica and the database, then
+//! add latency, blackhole the link, or reset every connection through it.
+//!
+//! - [`Mode::Latency`] delays every chunk, in both directions, by a fixed time.
+//! - [`Mode::Blackhole`] stops forwarding: bytes already read are held and nothing more is read, so
+//!   the peers' sends stall as on a partitioned network; TCP connections stay open, and when the
+//!   mode goes back to [`Mode::Pass`] the held bytes flow (as retransmission would deliver them).
+//! - [`Proxy::reset`] closes every open connection with an RST (zero linger); new connections are
+//!   accepted as usual.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// What the proxy does to the bytes it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward as they come.
+    Pass,
+    /// Forward each chunk after this delay.
+    Latency(Duration),
+    /// Forward nothing until the mode changes.
+    Blackhole,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Control {
+    mode: Mode,
+    generation: u64,
+}
+
+/// A running proxy. Stops accepting when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    control: Arc<watch::Sender<Control>>,
+    accepted: Arc<AtomicUsize>,
+    resets: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards every connection to `upstream`. Call from within
+    /// a Tokio runtime (with the `net` driver).
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (control, _) = watch::channel(Control {
+            mode: Mode::Pass,
+            generation: 0,
+        });
+        let control = Arc::new(control);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let resets = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (control, accepted, resets) = (
+                Arc::clone(&control),
+                Arc::clone(&accepted),
+                Arc::clone(&resets),
+            );
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                    let rx = control.subscribe();
+                    let resets = Arc::clone(&resets);
+                    tokio::spawn(async move {
+                        if serve(client, upstream, rx).await {
+                            resets.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+            })
+        };
+        Ok(Proxy {
+            addr,
+            control,
+            accepted,
+            resets,
+            task,
+        })
+    }
+
+    /// The address to connect to instead of the upstream.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sets what happens to bytes from now on.
+    pub fn set(&self, mode: Mode) {
+        self.control.send_modify(|c| c.mode = mode);
+    }
+
+    /// Closes every connection open now with an RST.
+    pub fn reset(&self) {
+        self.control.send_modify(|c| c.generation += 1);
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed by [`Proxy::reset`] so far.
+    pub fn resets(&self) -> usize {
+        self.resets.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+        // Open connections end with a reset too, rather than outliving the proxy.
+        self.reset();
+    }
+}
+
+/// Forwards one connection until either side closes it or a reset; answers whether it was reset.
+async fn serve(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    control: watch::Receiver<Control>,
+) -> bool {
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        let _ = client.set_zero_linger();
+        return false;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let generation = control.borrow().generation;
+    let reset = {
+        let (mut client_read, mut client_write) = client.split();
+        let (mut server_read, mut server_write) = server.split();
+        tokio::select! {
+            r = pump(&mut client_read, &mut server_write, control.clone(), generation) => r,
+            r = pump(&mut server_read, &mut client_write, control.clone(), generation) => r,
+        }
+    };
+    if reset {
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+    reset
+}
+
+/// Copies one direction; answers `true` when stopped by a reset.
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    mut control: watch::Receiver<Control>,
+    generation: u64,
+) -> bool
+where
+    R: AsyncReadExt + Unpin,
+    W: AsyncWriteExt + Unpin,
+{
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => n,
+            },
+            () = reset_after(&mut control, generation) => return true,
+        };
+        // Hold the bytes while blackholed; delay them under latency.
+        loop {
+            let now = *control.borrow_and_update();
+            if now.generation != generation {
+                return true;
+            }
+            match now.mode {
+                Mode::Pass => break,
+                Mode::Latency(d) => {
+                    tokio::time::sleep(d).await;
+                    break;
+                }
+                Mode::Blackhole => {
+                    if control.changed().await.is_err() {
+                        return false;
+                    }
+                }
+            }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return false;
+        }
+    }
+}
+
+async fn reset_after(control: &mut watch::Receiver<Control>, generation: u64) {
+    loop {
+        if control.borrow_and_update().generation != generation {
+            return;
+        }
+        if control.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
