@@ -45,10 +45,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 impl Ledger {
     pub async fn create(url: &str, run_id: &str) -> Result<Ledger, sqlx::Error> {
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .connect(url)
-            .await?;
+        let pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
         let schema = format!("peers_{run_id}");
         sqlx::raw_sql(AssertSqlSafe(format!(
             "CREATE SCHEMA {schema};

@@ -27,7 +27,9 @@ const ALL_SYSTEMS: &[&str] = &[
     "slotguard",
     "slotguard-claim-ahead",
     "tokio-cron-scheduler",
+    "tokio-cron-scheduler-memory",
     "apalis",
+    "apalis-idempotency",
 ];
 
 fn usage() -> ! {

@@ -24,8 +24,10 @@ pub async fn run(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Ou
             )
             .await
         }
-        "tokio-cron-scheduler" => tokio_cron_scheduler(system, args, ledger).await,
-        "apalis" => apalis(system, args, run_id, ledger).await,
+        "tokio-cron-scheduler" => tokio_cron_scheduler(system, args, ledger, true).await,
+        "tokio-cron-scheduler-memory" => tokio_cron_scheduler(system, args, ledger, false).await,
+        "apalis" => apalis(system, args, run_id, ledger, false).await,
+        "apalis-idempotency" => apalis(system, args, run_id, ledger, true).await,
         other => Err(format!("unknown system {other}")),
     }
 }
@@ -132,7 +134,14 @@ async fn slotguard(
 // tokio-cron-scheduler, PostgreSQL metadata and notification stores
 // ---------------------------------------------------------------------------------------------------
 
-async fn tokio_cron_scheduler(system: &str, args: &Args, ledger: &Ledger) -> Outcome {
+/// `postgres`: the PostgreSQL stores shared by all replicas; otherwise each replica's default
+/// in-memory store (no coordination at all, the reference for what the shared store changes).
+async fn tokio_cron_scheduler(
+    system: &str,
+    args: &Args,
+    ledger: &Ledger,
+    postgres: bool,
+) -> Outcome {
     use tokio::sync::RwLock;
     use tokio_cron_scheduler::{
         JobBuilder, JobScheduler, PostgresMetadataStore, PostgresNotificationStore, PostgresStore,
@@ -145,26 +154,32 @@ async fn tokio_cron_scheduler(system: &str, args: &Args, ledger: &Ledger) -> Out
     let mut schedulers: Vec<JobScheduler> = Vec::new();
     let result = async {
         for replica in 0..args.replicas {
-            let metadata = PostgresMetadataStore {
-                store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
-                init_tables: true,
-                table: format!("{schema}.tcs_job"),
+            let sched = if postgres {
+                let metadata = PostgresMetadataStore {
+                    store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
+                    init_tables: true,
+                    table: format!("{schema}.tcs_job"),
+                };
+                let notifications = PostgresNotificationStore {
+                    store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
+                    init_tables: true,
+                    table: format!("{schema}.tcs_notification"),
+                    states_table: format!("{schema}.tcs_notification_state"),
+                };
+                JobScheduler::new_with_storage_and_code(
+                    Box::new(metadata),
+                    Box::new(notifications),
+                    Box::new(SimpleJobCode::default()),
+                    Box::new(SimpleNotificationCode::default()),
+                    200,
+                )
+                .await
+                .map_err(|e| format!("JobScheduler::new_with_storage_and_code: {e:?}"))?
+            } else {
+                JobScheduler::new()
+                    .await
+                    .map_err(|e| format!("JobScheduler::new: {e:?}"))?
             };
-            let notifications = PostgresNotificationStore {
-                store: Arc::new(RwLock::new(PostgresStore::Created(args.url.clone()))),
-                init_tables: true,
-                table: format!("{schema}.tcs_notification"),
-                states_table: format!("{schema}.tcs_notification_state"),
-            };
-            let sched = JobScheduler::new_with_storage_and_code(
-                Box::new(metadata),
-                Box::new(notifications),
-                Box::new(SimpleJobCode::default()),
-                Box::new(SimpleNotificationCode::default()),
-                200,
-            )
-            .await
-            .map_err(|e| format!("JobScheduler::new_with_storage_and_code: {e:?}"))?;
             let ledger = ledger.clone();
             let name = system.to_owned();
             let job = JobBuilder::new()
@@ -192,7 +207,14 @@ async fn tokio_cron_scheduler(system: &str, args: &Args, ledger: &Ledger) -> Out
                 .map_err(|e| format!("JobScheduler::add: {e:?}"))?;
             schedulers.push(sched);
         }
-        for sched in &schedulers {
+        // Its tick loop polls every 500 ms from `start()`. Replicas started in the same millisecond
+        // poll in lockstep; real replicas start at unrelated times, so spread the starts over one
+        // polling period (replica i at i × 500/R ms).
+        let spread = Duration::from_millis(500 / args.replicas as u64);
+        for (i, sched) in schedulers.iter().enumerate() {
+            if i > 0 {
+                tokio::time::sleep(spread).await;
+            }
             sched
                 .start()
                 .await
@@ -243,25 +265,47 @@ async fn apalis_tick(
     Ok(())
 }
 
-async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Outcome {
+/// `idempotency`: instead of `pipe_to`, each replica's cron stream pushes each tick with the
+/// idempotency key `tick-<unix second>` (apalis-postgres's unique jobs: a unique index on
+/// `(job_type, idempotency_key)`), so the storage keeps one task per tick; the workers consume the
+/// storage through its LISTEN/NOTIFY strategy (`with_pubsub`). This is our composition of apalis' own parts, not a recipe from its docs.
+async fn apalis(
+    system: &str,
+    args: &Args,
+    run_id: &str,
+    ledger: &Ledger,
+    idempotency: bool,
+) -> Outcome {
     use apalis::prelude::*;
     use apalis_cron::CronScheduler;
     use apalis_postgres::{Config, PostgresStorage};
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     use std::str::FromStr;
 
-    // apalis-postgres keeps its tables in the schema `apalis` (fixed by its migrations). When this
-    // run creates that schema, it drops it again at the end; sqlx's migration table goes into the
-    // run's own schema either way (search_path), so `public` is left alone.
-    let existed: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'apalis')",
+    // apalis-postgres keeps its tables and its migration table in the schema `apalis` (fixed by its
+    // migrations). When this run creates that schema, it drops it again at the end (unless --keep).
+    // Nothing goes into `public`: see the search path below.
+    let existed: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'apalis')")
+            .fetch_one(ledger.pool())
+            .await
+            .map_err(|e| e.to_string())?;
+    // Its migrations create the extensions `hstore` and (older ones) `pgcrypto` in the first schema
+    // of the search path, i.e. the run's schema (dropped with it), unless they already exist
+    // elsewhere: then that schema must be on the search path too.
+    let ext_schemas: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+         WHERE e.extname IN ('hstore', 'pgcrypto')",
     )
-    .fetch_one(ledger.pool())
+    .fetch_all(ledger.pool())
     .await
     .map_err(|e| e.to_string())?;
+    let mut search_path = vec![ledger.schema().to_owned()];
+    search_path.extend(ext_schemas.into_iter().map(|s| format!("\"{s}\"")));
+    search_path.push("public".to_owned());
     let options = PgConnectOptions::from_str(&args.url)
         .map_err(|e| e.to_string())?
-        .options([("search_path", format!("{},public", ledger.schema()))]);
+        .options([("search_path", search_path.join(","))]);
     let pool = PgPoolOptions::new()
         .max_connections(4 * args.replicas as u32 + 2)
         .connect_with(options)
@@ -271,43 +315,82 @@ async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Out
         .await
         .map_err(|e| format!("PostgresStorage::setup: {e}"))?;
 
-    let queue = format!("peers-{run_id}");
+    let queue = format!("peers-{run_id}-{system}");
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut workers = Vec::new();
+    let mut producers = Vec::new();
+    let duplicates_refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for replica in 0..args.replicas {
+        let duplicates_refused = duplicates_refused.clone();
         // Each replica: its own cron stream piped into the shared storage, and a worker on it
         // (apalis-cron's README, "Persistence": "Distribute cronjobs between multiple servers").
         let schedule = cron::Schedule::from_str("*/1 * * * * *").map_err(|e| e.to_string())?;
         let storage = PostgresStorage::<apalis_cron::Tick>::new(&pool)
             .with_config(Config::default().queue(&queue));
-        let backend = CronScheduler::new(schedule).pipe_to(storage);
         let ctx = ApalisCtx {
             ledger: ledger.clone(),
             name: system.to_owned(),
             replica,
         };
-        let worker = WorkerBuilder::new(format!("peers-{run_id}-r{replica}"))
-            .backend(backend)
-            .data(ctx)
-            .build(apalis_tick);
+        let worker_name = format!("peers-{run_id}-{system}-r{replica}");
         let mut stop = stop_tx.subscribe();
+        let signal = async move {
+            let _ = stop.recv().await;
+            Ok::<(), std::io::Error>(())
+        };
+        let run = if idempotency {
+            let mut sink = storage.clone();
+            let mut ticks = CronScheduler::new(schedule).into_stream();
+            let mut stop_producer = stop_tx.subscribe();
+            producers.push(tokio::spawn(async move {
+                use futures_util::StreamExt;
+                loop {
+                    let tick = tokio::select! {
+                        _ = stop_producer.recv() => break,
+                        tick = ticks.next() => tick,
+                    };
+                    let Some(Ok(tick)) = tick else { break };
+                    let key = format!("tick-{}", tick.get_timestamp());
+                    let task = TaskBuilder::new(tick).idempotency_key(key).build();
+                    // A second replica's push of the same tick fails on the unique index.
+                    if sink.push_task(task).await.is_err() {
+                        duplicates_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }));
+            // A bare storage only fetches when woken (the pipe wakes it); tasks pushed by the other
+            // replicas need LISTEN/NOTIFY (apalis-postgres's pubsub strategy).
+            let worker = WorkerBuilder::new(worker_name)
+                .backend(storage.with_pubsub())
+                .data(ctx)
+                .build(apalis_tick);
+            tokio::spawn(worker.run_until(signal))
+        } else {
+            let worker = WorkerBuilder::new(worker_name)
+                .backend(CronScheduler::new(schedule).pipe_to(storage))
+                .data(ctx)
+                .build(apalis_tick);
+            tokio::spawn(worker.run_until(signal))
+        };
         workers.push(tokio::spawn(async move {
-            let res = worker
-                .run_until(async move {
-                    let _ = stop.recv().await;
-                    Ok::<(), std::io::Error>(())
-                })
-                .await;
-            if let Err(e) = res {
-                eprintln!("peers: apalis worker {replica}: {e}");
+            match run.await {
+                Ok(Err(e)) => eprintln!("peers: apalis worker {replica}: {e}"),
+                Err(e) => eprintln!("peers: apalis worker {replica}: {e}"),
+                Ok(Ok(())) => {}
             }
         }));
     }
     let started = Utc::now();
     let window = measure(args.seconds, started).await;
     let _ = stop_tx.send(());
-    for w in workers {
+    for w in workers.into_iter().chain(producers) {
         let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+    }
+    if idempotency {
+        eprintln!(
+            "peers: {system}: {} pushes refused by the idempotency key",
+            duplicates_refused.load(std::sync::atomic::Ordering::Relaxed)
+        );
     }
     let pending: Result<i64, _> = sqlx::query_scalar(
         "SELECT count(*) FROM apalis.jobs WHERE job_type = $1 AND status = 'Pending'",
@@ -316,9 +399,11 @@ async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Out
     .fetch_one(&pool)
     .await;
     if let Ok(n) = pending {
-        eprintln!("peers: apalis: {n} tasks still pending in the queue at the stop");
+        eprintln!("peers: {system}: {n} tasks still pending in the queue at the stop");
     }
-    if existed {
+    if args.keep {
+        // --keep: leave the tasks (and the schema) for inspection.
+    } else if existed {
         let _ = sqlx::query("DELETE FROM apalis.jobs WHERE job_type = $1")
             .bind(&queue)
             .execute(&pool)
@@ -327,5 +412,8 @@ async fn apalis(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Out
         drop_schema(ledger, "apalis").await;
     }
     pool.close().await;
-    Ok((window, "scheduled time (`Tick::get_timestamp()`)".to_owned()))
+    Ok((
+        window,
+        "scheduled time (`Tick::get_timestamp()`)".to_owned(),
+    ))
 }
