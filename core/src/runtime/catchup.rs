@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::recover::start_claims;
+use super::recover::{due_specs, start_claims};
 use super::{JobEntry, Runtime};
 use crate::guard::GuardLevel;
 use crate::guard::slot::SlotGuard;
 use crate::policy::{CatchUp, slot_jitter};
-use crate::store::{AuditEntry, ClaimRequest, DueSpec, Enqueue, SlotKey, StoreError, Trigger};
+use crate::store::{AuditEntry, ClaimRequest, Enqueue, SlotKey, StoreError, Trigger};
 
 /// The most schedule slots looked at per job: a per-second job down for a year is not enumerated.
 const MAX_SCAN: usize = 100_000;
@@ -153,15 +153,7 @@ pub(crate) async fn pump(rt: Arc<Runtime>, slots: Arc<SlotGuard>, due: Vec<DateT
             () = rt.stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        let specs: Vec<DueSpec> = by_name
-            .values()
-            .filter(|j| !j.paused.load(Ordering::Acquire))
-            .filter(|j| !j.running.load(Ordering::Acquire))
-            .map(|j| DueSpec {
-                job: j.name.to_string(),
-                max_attempts: j.retry.max_attempts,
-            })
-            .collect();
+        let specs = due_specs(by_name.values().copied());
         if specs.is_empty() {
             continue;
         }

@@ -32,17 +32,7 @@ pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Dura
             () = rt.stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        // A job running here with overlap `skip` cannot take another attempt now: leave it to
-        // another replica, or to a later round.
-        let specs: Vec<DueSpec> = by_name
-            .values()
-            .filter(|j| j.overlap_by_store() || !j.running.load(Ordering::Acquire))
-            .filter(|j| !j.paused.load(Ordering::Acquire))
-            .map(|j| DueSpec {
-                job: j.name.to_string(),
-                max_attempts: j.retry.max_attempts,
-            })
-            .collect();
+        let specs = due_specs(by_name.values().copied());
         if specs.is_empty() {
             continue;
         }
@@ -55,6 +45,19 @@ pub(crate) async fn recover(rt: Arc<Runtime>, slots: Arc<SlotGuard>, every: Dura
         };
         start_claims(&rt, &slots, &by_name, claims).await;
     }
+}
+
+/// What this replica may claim due work for now: jobs not paused, and not running here with the flag
+/// raised (a job at overlap `skip` running here leaves its next attempt to another replica, or to a
+/// later round).
+pub(crate) fn due_specs<'a>(jobs: impl Iterator<Item = &'a Arc<JobEntry>>) -> Vec<DueSpec> {
+    jobs.filter(|j| j.overlap_by_store() || !j.running.load(Ordering::Acquire))
+        .filter(|j| !j.paused.load(Ordering::Acquire))
+        .map(|j| DueSpec {
+            job: j.name.to_string(),
+            max_attempts: j.retry.max_attempts,
+        })
+        .collect()
 }
 
 /// Starts the runs of attempts claimed by [`SlotStore::claim_due`](crate::store::SlotStore::claim_due).

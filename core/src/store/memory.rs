@@ -342,7 +342,7 @@ impl SlotStore for MemoryBackend {
         let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(run) = MemoryBackend::run_by_id(&mut inner, lease.run_id) else {
+        let Some(run) = inner.run_by_id(lease.run_id) else {
             return Ok(false);
         };
         if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
@@ -372,7 +372,7 @@ impl SlotStore for MemoryBackend {
     ) -> Result<bool, StoreError> {
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(run) = MemoryBackend::run_by_id(&mut inner, lease.run_id) else {
+        let Some(run) = inner.run_by_id(lease.run_id) else {
             return Ok(false);
         };
         if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
@@ -385,17 +385,16 @@ impl SlotStore for MemoryBackend {
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
         let mut inner = self.lock();
         self.check(&inner)?;
-        Ok(MemoryBackend::run_by_id(&mut inner, run_id).and_then(|r| r.checkpoint.clone()))
-    }
-}
-
-impl MemoryBackend {
-    fn run_by_id(inner: &mut Inner, run_id: i64) -> Option<&mut Run> {
-        inner.runs.values_mut().find(|r| r.id == run_id)
+        Ok(inner.run_by_id(run_id).and_then(|r| r.checkpoint.clone()))
     }
 }
 
 impl Inner {
+    /// The run with `run_id`: a scan (the memory backend keeps runs by slot key).
+    fn run_by_id(&mut self, run_id: i64) -> Option<&mut Run> {
+        self.runs.values_mut().find(|r| r.id == run_id)
+    }
+
     fn next_token(&mut self) -> i64 {
         self.next_token += 1;
         self.next_token
