@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -65,3 +66,40 @@ impl Clock for TokioClock {
 }
 
 pub(crate) type SharedClock = Arc<dyn Clock>;
+
+/// Whether the scheduler measures its clock against the store's clock, and follows the store's when
+/// the two disagree. Set with [`SchedulerBuilder::clock_sync`](crate::SchedulerBuilder::clock_sync).
+///
+/// Every replica computes slots from its own clock. A replica whose clock is off by more than the
+/// interval between two slots works on a different slot than the others at the same moment: it runs
+/// slots early (or late) by its skew, and at the `slot` level with overlap `skip` its hold on the
+/// job's lock makes the others' slots go unrecorded. The store's clock is the one every replica can
+/// read, and the one leases are already judged by, so it is the cluster's reference.
+///
+/// The skew (this clock minus the store's, measured over a round trip and corrected by half of it)
+/// is exported as the gauge `scheduler_clock_skew_seconds` in every mode but `Off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockSync {
+    /// Measure, and compute slots from the store's clock while this clock is off by more than
+    /// `tolerance` (back to this clock once the skew is under half of it). Between measurements the
+    /// store's time is carried forward by the monotonic clock, so a jump of this clock is noticed at
+    /// its next reading, not at the next measurement. The default with the system clock, with a
+    /// tolerance of 100 ms.
+    Follow {
+        /// How far this clock may be from the store's before slots follow the store's.
+        tolerance: Duration,
+    },
+    /// Measure and export the skew, log it when it is over 1 s, but compute slots from this clock.
+    /// The default with an injected [`clock`](crate::SchedulerBuilder::clock), which tests use to be
+    /// the truth.
+    Observe,
+    /// Neither measure nor follow.
+    Off,
+}
+
+impl ClockSync {
+    /// [`Follow`](Self::Follow) with the default tolerance of 100 ms.
+    pub const FOLLOW: ClockSync = ClockSync::Follow {
+        tolerance: Duration::from_millis(100),
+    };
+}

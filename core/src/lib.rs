@@ -53,7 +53,7 @@ mod scheduler;
 mod state;
 pub mod store;
 
-pub use clock::{Clock, SystemClock, TokioClock};
+pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
 pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
 pub use handle::{SchedulerHandle, ShutdownReport};

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::shown;
-use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::clock::{Clock, ClockSync, SharedClock, SystemClock};
 use crate::guard::local::LocalGuard;
 use crate::guard::lock::{LockGuard, unlocker};
 use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
@@ -50,6 +50,7 @@ pub struct Scheduler {
     namespace: String,
     catch_up_rate: f64,
     stale_after: Duration,
+    clock_check: Duration,
 }
 
 impl fmt::Debug for Scheduler {
@@ -92,6 +93,7 @@ impl Scheduler {
     /// [`StoreError`](crate::store::StoreError) from the store, naming the colliding jobs.
     pub async fn try_start(self) -> Result<SchedulerHandle, crate::store::StoreError> {
         if let Some(backend) = &self.backend {
+            sync_clock(&self.runtime, &**backend).await;
             let keys: Vec<(i64, String)> = self
                 .runtime
                 .jobs
@@ -149,7 +151,21 @@ impl Scheduler {
         }
         let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done);
         let rt = &self.runtime;
-        rt.tracker.spawn(crate::runtime::drive(Arc::clone(rt)));
+        if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {
+            // `try_start` measured before it registered; `start` measures before the timer plans.
+            let first = prepared.is_none().then(|| Arc::clone(backend));
+            let (rt, synced, backend) = (Arc::clone(rt), Arc::clone(synced), Arc::clone(backend));
+            let every = self.clock_check;
+            self.runtime.tracker.spawn(async move {
+                if let Some(store) = first {
+                    sync_clock(&rt, &*store).await;
+                }
+                rt.tracker.spawn(crate::runtime::drive(Arc::clone(&rt)));
+                crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
+            });
+        } else {
+            rt.tracker.spawn(crate::runtime::drive(Arc::clone(rt)));
+        }
         if let Some(backend) = self.backend {
             let (rt, slots, every, rate) = (
                 Arc::clone(rt),
@@ -191,6 +207,21 @@ impl Scheduler {
             "scheduler started"
         );
         handle
+    }
+}
+
+/// Measures the clock against the store's once, before slots are planned; a failure is logged (the
+/// next measurement comes with the clock check interval).
+async fn sync_clock(rt: &Runtime, backend: &dyn Backend) {
+    let Some(synced) = &rt.synced else { return };
+    match tokio::time::timeout(Duration::from_secs(2), synced.measure(backend)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not read the store's clock; slots follow this replica's clock until it can")
+        }
+        Err(_) => tracing::warn!(
+            "the store's clock did not answer within 2 s; slots follow this replica's clock until it does"
+        ),
     }
 }
 
@@ -245,6 +276,10 @@ pub struct SchedulerBuilder {
     recovery_interval: Option<Duration>,
     external: Option<CancellationToken>,
     clock: SharedClock,
+    /// Whether `clock` was injected (then `ClockSync::Observe` is the default).
+    clock_injected: bool,
+    clock_sync: Option<ClockSync>,
+    clock_check: Duration,
     instance_id: Option<String>,
     namespace: String,
     catch_up_rate: f64,
@@ -267,6 +302,9 @@ impl Default for SchedulerBuilder {
             recovery_interval: None,
             external: None,
             clock: Arc::new(SystemClock),
+            clock_injected: false,
+            clock_sync: None,
+            clock_check: Duration::from_secs(10),
             instance_id: None,
             namespace: "default".to_owned(),
             catch_up_rate: 1.0,
@@ -392,9 +430,29 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The wall clock slots are computed from (default: the system clock).
+    /// The wall clock slots are computed from (default: the system clock). An injected clock is
+    /// taken as the truth: its skew against the store is measured, not corrected (see
+    /// [`clock_sync`](Self::clock_sync)).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self.clock_injected = true;
+        self
+    }
+
+    /// Whether this replica measures its clock against the store's and follows the store's when
+    /// they disagree (default [`ClockSync::FOLLOW`], 100 ms of tolerance; [`ClockSync::Observe`]
+    /// with an injected [`clock`](Self::clock)). Only with a backend that has a clock (SQLite,
+    /// PostgreSQL, memory).
+    pub fn clock_sync(mut self, sync: ClockSync) -> Self {
+        self.clock_sync = Some(sync);
+        self
+    }
+
+    /// How often the clock is measured against the store's (default 10 s; at least 100 ms). Each
+    /// measurement is three short queries. A jump of this replica's clock is noticed at its next
+    /// reading whatever this is; it bounds how long a drift goes unmeasured.
+    pub fn clock_check_interval(mut self, every: Duration) -> Self {
+        self.clock_check = every.max(Duration::from_millis(100));
         self
     }
 
@@ -592,11 +650,26 @@ impl SchedulerBuilder {
             heartbeats = Some(beats);
             slots = Some(slot_guard);
         }
+        let sync = self.clock_sync.unwrap_or(if self.clock_injected {
+            ClockSync::Observe
+        } else {
+            ClockSync::FOLLOW
+        });
+        let synced = (self.backend.is_some() && sync != ClockSync::Off).then(|| {
+            Arc::new(crate::runtime::clock_sync::SyncedClock::new(
+                Arc::clone(&self.clock),
+                sync,
+            ))
+        });
+        let clock: SharedClock = match &synced {
+            Some(synced) => Arc::clone(synced) as SharedClock,
+            None => self.clock,
+        };
         let runtime = Runtime {
             jobs: entries,
             guards,
             state: Arc::new(self.state),
-            clock: self.clock,
+            clock,
             owner,
             stop: CancellationToken::new(),
             cancel: CancellationToken::new(),
@@ -607,6 +680,7 @@ impl SchedulerBuilder {
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
             store: self.backend.clone(),
+            synced,
         };
         Ok(Scheduler {
             runtime: Arc::new(runtime),
@@ -621,6 +695,7 @@ impl SchedulerBuilder {
             namespace: self.namespace,
             catch_up_rate: self.catch_up_rate,
             stale_after: self.stale_after,
+            clock_check: self.clock_check,
         })
     }
 }

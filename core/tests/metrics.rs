@@ -94,6 +94,10 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
     assert!(
         matches!(value("job_last_success_timestamp", &[("job_name", "ok")]), Some(DebugValue::Gauge(g)) if g.into_inner() > 1.7e9)
     );
+    // Both replicas measured their clock against the store's: the same clock here, so no skew.
+    assert!(
+        matches!(value("scheduler_clock_skew_seconds", &[]), Some(DebugValue::Gauge(g)) if g.into_inner().abs() < 0.001)
+    );
     // No label carries a run id or a slot.
     for (key, _, _, _) in &snapshot {
         for label in key.key().labels() {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, Trigger,
+    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, MAX_EARLY, RunFilter, RunStatus, SlotKey,
+    Trigger,
 };
 use slotguard::{ErrorClass, Overlap};
 
@@ -50,6 +51,7 @@ fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),
+        Claim::NotDue => panic!("expected to win the claim, found it not due"),
     }
 }
 
@@ -173,7 +175,51 @@ fn taken(claim: &Claim) -> RunStatus {
     match claim {
         Claim::Taken { status } => *status,
         Claim::Won(lease) => panic!("expected the claim to be refused, it won {lease:?}"),
+        Claim::NotDue => panic!("expected the claim to be refused as taken, it was not due"),
     }
+}
+
+/// A scheduled slot further than `MAX_EARLY` ahead of the store's clock is neither claimed nor
+/// recorded skipped; one within it is claimed (`claim_ahead`), and other triggers are not judged.
+pub async fn slots_ahead_of_the_store_clock_are_not_due(backend: &dyn Backend) {
+    let now = backend
+        .store_now()
+        .await
+        .expect("store clock")
+        .expect("the store has a clock");
+    let stale = Duration::from_secs(60);
+    let at = |ahead: chrono::TimeDelta, job: &str| {
+        let slot = (now + ahead).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        request(job, &slot, stale)
+    };
+    let early = chrono::TimeDelta::from_std(MAX_EARLY).expect("small");
+    let far = at(early + chrono::TimeDelta::seconds(60), "contract_early_far");
+    let near = at(chrono::TimeDelta::milliseconds(500), "contract_early_near");
+    let mut manual = at(chrono::TimeDelta::hours(1), "contract_early_manual");
+    manual.trigger = Trigger::Manual;
+    let claims = backend
+        .claim("a", &[far.clone(), near, manual])
+        .await
+        .expect("claim");
+    assert_eq!(claims[0], Claim::NotDue, "an hour ahead: not due");
+    won(&claims[1]);
+    won(&claims[2]);
+    backend
+        .record_skipped(std::slice::from_ref(&far), "overlap")
+        .await
+        .expect("record skipped");
+    let rows = backend
+        .runs(&RunFilter {
+            job: Some("contract_early_far".to_owned()),
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("runs");
+    assert!(
+        rows.is_empty(),
+        "nothing written for a slot not due: {rows:?}"
+    );
 }
 
 /// A failed attempt with a retry becomes due after its delay, as a new attempt of the same run.

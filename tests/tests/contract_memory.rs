@@ -41,6 +41,11 @@ async fn overlap_is_decided_by_the_store() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn slots_ahead_of_the_store_clock_are_not_due() {
+    contract::slots_ahead_of_the_store_clock_are_not_due(&backend()).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn batched_finishes_are_fenced() {
     contract::batched_finishes_are_fenced(&backend()).await;
 }

@@ -444,6 +444,7 @@ impl SlotStore for PgBackend {
         let rows = cols
             .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
             .bind(&overlaps)
+            .bind(max_early_us())
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -456,6 +457,9 @@ impl SlotStore for PgBackend {
         rows.iter()
             .map(|row| {
                 let run_id: Option<i64> = row.try_get("run_id").map_err(PgError::from)?;
+                if row.try_get::<bool, _>("not_due").map_err(PgError::from)? {
+                    return Ok(Claim::NotDue);
+                }
                 Ok(match run_id {
                     Some(run_id) => {
                         let attempt: i32 = row.try_get("attempt").map_err(PgError::from)?;
@@ -615,6 +619,15 @@ impl SlotStore for PgBackend {
         Ok(saved.flatten())
     }
 
+    /// `clock_timestamp()`: the server's clock when the statement runs, which judges heartbeats.
+    async fn store_now(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(Some(now))
+    }
+
     /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
     async fn claim_due(
         &self,
@@ -674,11 +687,18 @@ impl SlotStore for PgBackend {
         }
         RequestColumns::new(requests)
             .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
+            .bind(max_early_us())
             .execute(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
         Ok(())
     }
+}
+
+/// [`MAX_EARLY`](slotguard::store::MAX_EARLY) in microseconds, as `CLAIM` and `RECORD_SKIPPED`
+/// take it.
+fn max_early_us() -> i64 {
+    i64::try_from(slotguard::store::MAX_EARLY.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take

@@ -12,9 +12,12 @@ use sqlx::AssertSqlSafe;
 ///
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
-/// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies.
+/// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
+/// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds.
 ///
 /// How it stays exclusive with any number of claimers:
+/// - `first` leaves out scheduled slots more than `$12` ahead of the database clock: their claimer's
+///   clock is wrong. Nothing is written for them and the answer says `not_due`.
 /// - `req` draws one fencing token per request, in request order (so a batch's tokens rise in its
 ///   order), and `first` keeps one request per slot (a slot twice in a batch is won at most once).
 /// - `decided` applies the overlap policy to each request: unless it is `allow`, a request whose job
@@ -64,6 +67,7 @@ WITH req AS (
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
     FROM req
+    WHERE NOT (trigger_kind = 'schedule' AND scheduled_at > now() + $12 * interval '1 microsecond')
     ORDER BY job_name, scheduled_at, partition_key, ord
 ),
 decided AS (
@@ -191,7 +195,9 @@ SELECT r.ord,
             ELSE u.attempt END AS attempt,
        CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.fencing_token
             ELSE u.fencing_token END AS token,
-       COALESCE(i.status, cur.status) AS seen_status
+       COALESCE(i.status, cur.status) AS seen_status,
+       (r.trigger_kind = 'schedule' AND r.scheduled_at > now() + $12 * interval '1 microsecond')
+           AS not_due
 FROM req r
 LEFT JOIN ins i
        ON i.job_name = r.job_name
@@ -318,7 +324,8 @@ ORDER BY scheduled_at, job_name, partition_key
 ///
 /// Parameters: `$1` reason, then per request: `$2` job names, `$3` slot instants, `$4` partition
 /// keys, `$5` triggers, `$6` zones, `$7` wall times, `$8` business dates, `$9` fingerprints, `$10`
-/// stale-after in microseconds. A skipped row has attempt 0, no owner and a token of its own (the
+/// stale-after in microseconds; `$11` how far ahead of `now()` a scheduled slot may be (further:
+/// not recorded, as `CLAIM` leaves it out). A skipped row has attempt 0, no owner and a token of its own (the
 /// column is unique and not null); nothing ever claims it.
 pub(crate) const RECORD_SKIPPED: &str = r#"
 INSERT INTO {schema}.job_runs AS j
@@ -332,6 +339,7 @@ FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
             $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[])
      AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
           business_date, fingerprint, stale_after_us)
+WHERE NOT (r.trigger_kind = 'schedule' AND r.scheduled_at > now() + $11 * interval '1 microsecond')
 ORDER BY r.job_name, r.scheduled_at, r.partition_key
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
 "#;

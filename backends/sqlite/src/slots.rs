@@ -10,7 +10,7 @@ use slotguard::ErrorClass;
 use slotguard::Overlap;
 use slotguard::store::{
     Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore,
-    StoreError,
+    StoreError, not_due,
 };
 
 use crate::error::SqliteError;
@@ -400,7 +400,12 @@ impl Shared {
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
         let mut answers = Vec::with_capacity(requests.len());
+        let store_now = DateTime::from_timestamp_millis(now).unwrap_or_default();
         for request in requests {
+            if not_due(request, store_now) {
+                answers.push(Claim::NotDue);
+                continue;
+            }
             let key = &request.key;
             let scheduled_at = key.scheduled_at.timestamp_millis();
             let stale_after = duration_ms(request.stale_after);
@@ -587,7 +592,8 @@ impl Shared {
     ) -> Result<(), SqliteError> {
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
-        for request in requests {
+        let store_now = DateTime::from_timestamp_millis(now).unwrap_or_default();
+        for request in requests.iter().filter(|r| !not_due(r, store_now)) {
             self.insert_idle(&mut w, request, RunStatus::Skipped, reason, now)
                 .await?;
         }
@@ -768,5 +774,15 @@ impl SlotStore for SqliteBackend {
 
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
         Ok(self.shared().load_checkpoint(run_id).await?)
+    }
+
+    /// The host's clock, as SQLite reads it: every process on the file shares it.
+    async fn store_now(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        let shared = self.shared();
+        let ms: i64 = sqlx::query_scalar(concat!("SELECT ", crate::now_ms!()))
+            .fetch_one(&shared.pool)
+            .await
+            .map_err(|e| shared.query_error(e))?;
+        Ok(chrono::DateTime::from_timestamp_millis(ms))
     }
 }

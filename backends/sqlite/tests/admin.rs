@@ -56,6 +56,7 @@ fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win, found {status}"),
+        Claim::NotDue => panic!("expected to win, found the slot not due"),
     }
 }
 

@@ -68,6 +68,12 @@ async fn claims_are_exclusive_across_pools() {
 }
 
 #[tokio::test]
+async fn slots_ahead_of_the_store_clock_are_not_due() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::slots_ahead_of_the_store_clock_are_not_due(&backend(&dir).await).await;
+}
+
+#[tokio::test]
 async fn batched_finishes_are_fenced() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::batched_finishes_are_fenced(&backend(&dir).await).await;

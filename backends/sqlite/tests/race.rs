@@ -53,6 +53,7 @@ async fn eight_claimers_win_each_slot_once() {
                     match answer {
                         Claim::Won(lease) => won.push((request.key.scheduled_at, lease)),
                         Claim::Taken { status } => assert_eq!(status, RunStatus::Running),
+                        Claim::NotDue => panic!("a past slot answered not due"),
                     }
                 }
                 // A replica claims once per tick, not back to back: leave the write lock to the
@@ -123,6 +124,7 @@ async fn eight_claimers_take_each_due_retry_once() {
         .map(|c| match c {
             Claim::Won(lease) => lease,
             Claim::Taken { status } => panic!("fresh slot taken: {status}"),
+            Claim::NotDue => panic!("a past slot answered not due"),
         })
         .collect();
     for lease in &first {

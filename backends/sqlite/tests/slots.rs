@@ -18,6 +18,7 @@ fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win, found {status}"),
+        Claim::NotDue => panic!("expected to win, found the slot not due"),
     }
 }
 
@@ -93,6 +94,7 @@ async fn outcomes_are_recorded_on_the_run_and_its_attempt() {
         .map(|c| match c {
             Claim::Taken { status } => *status,
             Claim::Won(_) => panic!("finished run claimed again"),
+            Claim::NotDue => panic!("a past slot answered not due"),
         })
         .collect();
     assert_eq!(

@@ -106,6 +106,9 @@ pub enum SkipReason {
     AlreadyClaimed,
     /// The store decided by the job's overlap policy: recorded `skipped`, or waiting as `pending`.
     Overlap(crate::store::RunStatus),
+    /// The store's clock says the slot is not due yet: this replica's clock is ahead of it by more
+    /// than [`MAX_EARLY`](crate::store::MAX_EARLY) (`slot`).
+    NotDue,
     /// The scheduler is shutting down and claims nothing new.
     ShuttingDown,
     /// The store could not be reached; nothing was claimed.
@@ -124,6 +127,9 @@ impl fmt::Display for SkipReason {
                 f.write_str("a previous run is still going; this slot waits for it (buffer_one)")
             }
             SkipReason::Overlap(_) => f.write_str("a previous run is still going; slot skipped"),
+            SkipReason::NotDue => {
+                f.write_str("not due yet by the store's clock: this replica's clock is ahead of it")
+            }
             SkipReason::ShuttingDown => f.write_str("scheduler is shutting down"),
             SkipReason::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
         }
@@ -138,6 +144,7 @@ impl SkipReason {
             SkipReason::LockedElsewhere => "locked_elsewhere",
             SkipReason::AlreadyClaimed => "already_claimed",
             SkipReason::Overlap(_) => "overlap",
+            SkipReason::NotDue => "not_due",
             SkipReason::ShuttingDown => "shutting_down",
             SkipReason::StoreUnavailable(_) => "store_unavailable",
         }

@@ -63,6 +63,7 @@ impl Guard for SlotGuard {
                         status: status @ (RunStatus::Skipped | RunStatus::Pending),
                     } => Decision::Skip(SkipReason::Overlap(status)),
                     Claim::Taken { .. } => Decision::Skip(SkipReason::AlreadyClaimed),
+                    Claim::NotDue => Decision::Skip(SkipReason::NotDue),
                 })
                 .collect(),
             Err(e) => batch

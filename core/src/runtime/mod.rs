@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub(crate) mod catchup;
+pub(crate) mod clock_sync;
 pub(crate) mod control;
 pub(crate) mod recover;
 
@@ -101,6 +102,8 @@ pub(crate) struct Runtime {
     pub(crate) abandoned: AtomicUsize,
     /// Where skipped slots of `slot`-level jobs are recorded.
     pub(crate) store: Option<Arc<dyn Backend>>,
+    /// `clock`, when it is measured against the store's ([`ClockSync`](crate::ClockSync)).
+    pub(crate) synced: Option<Arc<clock_sync::SyncedClock>>,
 }
 
 /// The reason recorded for a slot skipped because a run of its job was still going.
@@ -112,16 +115,12 @@ pub(crate) const PAUSED: &str = "paused";
 /// The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
 /// due by then to a tick task, and never awaits a run.
 pub(crate) async fn drive(rt: Arc<Runtime>) {
-    let mut next: Vec<Option<Slot>> = Vec::with_capacity(rt.jobs.len());
+    let mut next: Vec<Option<Slot>> = vec![None; rt.jobs.len()];
+    // The last slot fired per job: a clock that steps back never fires a slot twice here.
+    let mut fired: Vec<Option<chrono::DateTime<chrono::Utc>>> = vec![None; rt.jobs.len()];
     let mut heap = BinaryHeap::with_capacity(rt.jobs.len());
-    let now = rt.clock.now();
-    for (i, job) in rt.jobs.iter().enumerate() {
-        let slot = job.schedule.next_after(now);
-        if let Some(slot) = slot {
-            heap.push(Reverse((slot.scheduled_at, i)));
-        }
-        next.push(slot);
-    }
+    let mut changes = rt.synced.as_ref().map(|c| c.changes());
+    plan(&rt, &mut next, &fired, &mut heap);
     let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
     loop {
         let Some(&Reverse((due, _))) = heap.peek() else {
@@ -133,9 +132,23 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             .to_std()
             .unwrap_or(Duration::ZERO);
         if !wait.is_zero() {
+            let changed = async {
+                match &mut changes {
+                    Some(changes) => {
+                        if changes.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = rt.stop.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
+                () = changed => {
+                    // The scheduler's time stepped (see `ClockSync`): plan from the new time.
+                    plan(&rt, &mut next, &fired, &mut heap);
+                }
             }
             // Re-read the clock: a wake-up is never trusted to be on time.
             continue;
@@ -156,6 +169,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             in_batch.insert(i);
             let job = &rt.jobs[i];
             let Some(slot) = next[i] else { continue };
+            fired[i] = Some(slot.scheduled_at);
             let mut following = job.schedule.next_after(slot.scheduled_at);
             if following.is_some_and(|f| f.scheduled_at <= now) {
                 let skipped = job
@@ -199,6 +213,26 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         if !batch.is_empty() {
             rt.tracker.spawn(tick(Arc::clone(&rt), batch));
         }
+    }
+}
+
+/// Each job's next slot after the current time (and after the last slot it fired here), in a heap
+/// by due time.
+fn plan(
+    rt: &Runtime,
+    next: &mut [Option<Slot>],
+    fired: &[Option<chrono::DateTime<chrono::Utc>>],
+    heap: &mut BinaryHeap<Reverse<(chrono::DateTime<chrono::Utc>, usize)>>,
+) {
+    heap.clear();
+    let now = rt.clock.now();
+    for (i, job) in rt.jobs.iter().enumerate() {
+        let from = fired[i].map_or(now, |f| f.max(now));
+        let slot = job.schedule.next_after(from);
+        if let Some(slot) = slot {
+            heap.push(Reverse((slot.scheduled_at, i)));
+        }
+        next[i] = slot;
     }
 }
 
@@ -329,7 +363,7 @@ async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &Ski
         SkipReason::RunningHere | SkipReason::ShuttingDown | SkipReason::Overlap(_) => {
             tracing::info!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
         }
-        SkipReason::StoreUnavailable(_) => {
+        SkipReason::StoreUnavailable(_) | SkipReason::NotDue => {
             tracing::warn!(event = "job_claim_skipped", %job, %slot, reason = reason.label(), "{reason}");
         }
     }

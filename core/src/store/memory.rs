@@ -206,6 +206,11 @@ impl MemoryBackend {
 
 #[async_trait]
 impl SlotStore for MemoryBackend {
+    async fn store_now(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.check(&self.lock())?;
+        Ok(Some(self.clock.now()))
+    }
+
     async fn claim(
         &self,
         owner: &str,
@@ -216,6 +221,10 @@ impl SlotStore for MemoryBackend {
         self.check(&inner)?;
         let mut answers = Vec::with_capacity(requests.len());
         for request in requests {
+            if super::not_due(request, now) {
+                answers.push(Claim::NotDue);
+                continue;
+            }
             let answer = match inner.runs.get(&request.key) {
                 Some(run) if run.status == RunStatus::Running && is_stale(run, now) => {
                     let token = inner.next_token();
@@ -298,7 +307,7 @@ impl SlotStore for MemoryBackend {
         let mut inner = self.lock();
         self.check(&inner)?;
         for request in requests {
-            if inner.runs.contains_key(&request.key) {
+            if inner.runs.contains_key(&request.key) || super::not_due(request, now) {
                 continue;
             }
             inner.next_run_id += 1;

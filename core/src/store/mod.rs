@@ -131,6 +131,21 @@ impl fmt::Display for RunStatus {
     }
 }
 
+/// How far ahead of the store's clock a [`Trigger::Schedule`] slot may be claimed or recorded:
+/// [`claim_ahead`](crate::SchedulerBuilder::claim_ahead) (at most 1 s), the clock tolerance of
+/// [`ClockSync`](crate::ClockSync) and a margin. A claimer further ahead has a clock that is wrong;
+/// its slot is not due yet, and the replicas with the right time will claim it when it is.
+pub const MAX_EARLY: Duration = Duration::from_secs(2);
+
+/// Whether `request` is a scheduled slot more than [`MAX_EARLY`] ahead of the store's `now`.
+pub fn not_due(request: &ClaimRequest, now: DateTime<Utc>) -> bool {
+    request.trigger == Trigger::Schedule
+        && chrono::TimeDelta::from_std(MAX_EARLY)
+            .ok()
+            .and_then(|early| now.checked_add_signed(early))
+            .is_some_and(|limit| request.key.scheduled_at > limit)
+}
+
 /// The answer to one claim request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -141,6 +156,8 @@ pub enum Claim {
         /// The row's status at the time of the claim.
         status: RunStatus,
     },
+    /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock: nothing was written.
+    NotDue,
 }
 
 /// How an attempt ended, as the runtime decided it from the outcome and the job's retry policy.
@@ -261,6 +278,8 @@ pub trait SlotStore: Send + Sync + 'static {
     /// - A `running` row whose heartbeat is older than its `stale_after` (by the store's clock) becomes
     ///   a new attempt with a higher token; its previous attempt is recorded `abandoned`.
     /// - Any other existing row is [`Claim::Taken`] with its status.
+    /// - Before all of that, a [`Trigger::Schedule`] slot more than [`MAX_EARLY`] ahead of the
+    ///   store's clock is [`Claim::NotDue`], and nothing is written for it.
     ///
     /// A batch holds at most one request per job and partition.
     async fn claim(&self, owner: &str, requests: &[ClaimRequest])
@@ -285,7 +304,8 @@ pub trait SlotStore: Send + Sync + 'static {
 
     /// Records slots that were not run because a run of the same job was still going in this process:
     /// each becomes a `skipped` row with `reason`, unless a row for it exists already
-    /// (then nothing changes). One round trip.
+    /// (then nothing changes), or it is a scheduled slot not due yet (see [`Claim::NotDue`]). One
+    /// round trip.
     async fn record_skipped(
         &self,
         requests: &[ClaimRequest],
@@ -327,6 +347,13 @@ pub trait SlotStore: Send + Sync + 'static {
 
     /// The checkpoint last saved under the run, by any of its attempts.
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError>;
+
+    /// The store's clock: the one it judges heartbeats and leases by (`clock_timestamp()` in
+    /// PostgreSQL). The scheduler reads it to measure its own clock's skew against it. `None` when the
+    /// store has no clock of its own to compare with (the default).
+    async fn store_now(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// A held cluster-wide lock.

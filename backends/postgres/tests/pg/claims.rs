@@ -360,6 +360,7 @@ async fn outcomes_map_to_statuses_and_later_claims_see_them() {
         .map(|c| match c {
             Claim::Taken { status } => *status,
             Claim::Won(l) => panic!("won a finished slot: {l:?}"),
+            Claim::NotDue => panic!("a past slot answered not due"),
         })
         .collect();
     assert_eq!(

@@ -90,6 +90,7 @@ pub(crate) fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win, found the slot {status}"),
+        Claim::NotDue => panic!("expected to win, found the slot not due"),
     }
 }
 

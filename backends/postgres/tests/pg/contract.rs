@@ -176,6 +176,14 @@ async fn locks_are_exclusive_across_sessions() {
     two.close().await;
 }
 
+/// Scheduled slots ahead of the database's clock are refused, and nothing is written for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_ahead_of_the_store_clock_are_not_due() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::slots_ahead_of_the_store_clock_are_not_due(&backend).await;
+}
+
 /// One statement for many outcomes, each fenced by its own token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_finishes_are_fenced() {

@@ -11,7 +11,9 @@
 //!
 //! `--overlap` and `--catch-up` take a comma-separated list: job `n` gets entry `n % len`. The
 //! store URL may carry `?application_name=...`, so that a fault test can find the replica's backends.
-//! `--skew-ms` moves the replica's wall clock (the one slots are computed from) by that much.
+//! `--skew-ms` moves the replica's wall clock (the one slots are computed from) by that much;
+//! `--jump-ms J --jump-after-ms A` steps it by J more after A; `--clock-sync follow|observe|off`
+//! (default `follow`, the system clock's default) says what the scheduler does about it.
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
@@ -22,19 +24,31 @@
 
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use slotguard::{
-    CatchUp, Clock, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy, Scheduler,
+    CatchUp, Clock, ClockSync, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy,
+    Scheduler,
 };
 
-/// The system clock moved by a fixed offset: a replica whose wall clock is wrong.
-#[derive(Debug, Clone, Copy)]
-struct SkewedClock(chrono::Duration);
+/// The system clock moved by an offset (in ms) that may change while running: a replica whose wall
+/// clock is wrong, or is stepped.
+#[derive(Debug, Clone, Default)]
+struct SkewedClock(Arc<AtomicI64>);
 
 impl Clock for SkewedClock {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() + self.0
+        chrono::Utc::now() + chrono::Duration::milliseconds(self.0.load(Ordering::Relaxed))
+    }
+}
+
+fn clock_sync(spec: &str) -> Result<ClockSync, String> {
+    match spec {
+        "follow" => Ok(ClockSync::FOLLOW),
+        "observe" => Ok(ClockSync::Observe),
+        "off" => Ok(ClockSync::Off),
+        _ => Err(format!("bad clock sync {spec} (follow, observe, off)")),
     }
 }
 
@@ -124,6 +138,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .get("skew-ms")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let clock = SkewedClock::default();
+    clock.0.store(skew_ms, Ordering::Relaxed);
+    if let Some(jump) = args.get("jump-ms").and_then(|v| v.parse::<i64>().ok()) {
+        // The clock steps by `jump` ms after `--jump-after-ms`, like a clock set by hand.
+        let (offset, after) = (Arc::clone(&clock.0), args.ms("jump-after-ms", 0));
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            offset.fetch_add(jump, Ordering::Relaxed);
+            say(&format!("jumped {jump}"));
+        });
+    }
 
     let mut builder = Scheduler::builder()
         .instance_id(instance.clone())
@@ -132,7 +157,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .grace_period(args.ms("grace-ms", 5_000))
         .kill_after(Duration::from_millis(500))
         .lock_namespace(args.get("namespace").unwrap_or("default"))
-        .clock(SkewedClock(chrono::Duration::milliseconds(skew_ms)));
+        .clock(clock)
+        // The skewed clock stands in for the system clock, so it gets the system clock's default.
+        .clock_sync(clock_sync(args.get("clock-sync").unwrap_or("follow"))?);
     if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
         builder = builder.catch_up_rate(rate);
     }
