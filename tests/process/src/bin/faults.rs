@@ -27,6 +27,9 @@ use slotguard_process_tests::invariants::{self, Report, every, expect, slot_name
 use slotguard_process_tests::proxy::{Mode, Proxy};
 use slotguard_process_tests::{Cluster, Effect, Node, executions, ledger_in, read_ledger, signal};
 
+#[path = "faults/catchup_kill.rs"]
+mod catchup_kill;
+
 /// The scenarios, in the order `all` runs them.
 const SCENARIOS: &[(&str, &str)] = &[
     ("race", "replicas race on 1,000+ slots; each runs once"),
@@ -56,6 +59,10 @@ const SCENARIOS: &[(&str, &str)] = &[
         "every replica down for a while; restart with catch-up all, latest, skip",
     ),
     ("skew", "one replica's clock +90 s, another's -90 s"),
+    (
+        "catchupkill",
+        "kill -9 replicas while the cluster drains catch-up runs",
+    ),
     (
         "clockjump",
         "one replica's clock steps an hour ahead, another's an hour back, mid-run",
@@ -1688,6 +1695,7 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "catchup" => catchup(&mut sc),
         "skew" => skew(&mut sc),
         "clockjump" => clockjump(&mut sc),
+        "catchupkill" => catchup_kill::catchupkill(&mut sc),
         "proxy" => proxied(&mut sc),
         "pool" => pool(&mut sc),
         other => unreachable!("unknown scenario {other}"),

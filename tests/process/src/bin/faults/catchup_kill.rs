@@ -1,0 +1,144 @@
+//! `catchupkill`: replicas killed with `kill -9` while the cluster drains catch-up runs.
+
+use super::*;
+
+pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
+    let down_for: u64 = if sc.h.quick { 8 } else { 20 };
+    let wanted_kills = if sc.h.quick { 2 } else { 5 };
+    let rate = 4.0;
+    let mut out = Outcome::new(
+        "every missed slot has one catch_up row, which ends succeeded; every catch-up attempt interrupted by kill -9 is taken over within stale (2 s) + 5 s; (a)-(d)",
+    );
+    // 800 ms of work at 4 starts per second: about three catch-up runs in flight at any moment.
+    let args = with_common(&[
+        "--jobs",
+        "1",
+        "--work-ms",
+        "800",
+        "--catch-up",
+        "all:600:1000",
+        "--catch-up-rate",
+        "4",
+    ]);
+    let nodes = sc.spawn_many(3, &args);
+    let from = Utc::now() + chrono_ms(1_000);
+    sleep(secs(3));
+    let mut unclean = stop_all(nodes);
+    let down = Utc::now();
+    sleep(secs(down_for));
+    let mut nodes = sc.spawn_many(3, &args);
+    let drain_until = Utc::now() + chrono_ms((down_for as f64 / rate * 1_000.0) as i64);
+    // While the catch-up runs drain, kill a replica that holds one, and start it again.
+    let mut kills: Vec<(u32, DateTime<Utc>)> = Vec::new();
+    while kills.len() < wanted_kills && Utc::now() < drain_until {
+        sleep(sc.rng.ms(200, 700));
+        let (runs, _) = sc.runs();
+        let holders: Vec<usize> = runs
+            .iter()
+            .filter(|r| r.trigger == Trigger::CatchUp && r.status == RunStatus::Running)
+            .filter_map(|r| r.attempts.last())
+            .filter_map(|a| (0..nodes.len()).find(|i| a.owner == format!("n{i}")))
+            .collect();
+        if holders.is_empty() {
+            continue;
+        }
+        let i = holders[sc.rng.below(holders.len())];
+        let pid = nodes[i].pid();
+        signal(pid, "KILL");
+        kills.push((pid, Utc::now()));
+        nodes[i] = sc.spawn(&format!("n{i}"), &args);
+    }
+    // Every interrupted attempt goes stale and is taken over; the drain finishes.
+    sleep(Duration::from_millis(STALE_MS) + secs(5));
+    let to = Utc::now() - chrono_ms(1_000);
+    unclean += stop_all(nodes);
+
+    let job = "job000".to_owned();
+    let expected = expect(std::slice::from_ref(&job), &every(from, to, 1));
+    let (report, runs, effects) = sc.check(&expected);
+    let watermark = runs
+        .iter()
+        .filter(|r| r.trigger == Trigger::Schedule && r.key.scheduled_at <= down)
+        .map(|r| r.key.scheduled_at)
+        .max();
+    let resumed = runs
+        .iter()
+        .filter(|r| r.trigger == Trigger::Schedule && r.key.scheduled_at > down)
+        .map(|r| r.key.scheduled_at)
+        .min();
+    let (Some(watermark), Some(resumed)) = (watermark, resumed) else {
+        out.failures
+            .push("no scheduled rows before or after the outage".to_owned());
+        return out;
+    };
+    let gap = every(watermark + chrono_ms(1_000), resumed - chrono_ms(1_000), 1);
+    let catch_up: BTreeMap<DateTime<Utc>, &RunRecord> = runs
+        .iter()
+        .filter(|r| r.trigger == Trigger::CatchUp)
+        .map(|r| (r.key.scheduled_at, r))
+        .collect();
+    let caught_up = gap
+        .iter()
+        .filter(|t| {
+            catch_up
+                .get(t)
+                .is_some_and(|r| r.status == RunStatus::Succeeded)
+        })
+        .count();
+    let retaken = catch_up.values().filter(|r| r.attempt > 1).count();
+
+    // Executions of the killed processes that were not accepted, and how soon another attempt began.
+    let killed_at: BTreeMap<u32, DateTime<Utc>> = kills.iter().copied().collect();
+    let mut by_token: BTreeMap<i64, (&RunRecord, usize)> = BTreeMap::new();
+    for run in &runs {
+        for (i, a) in run.attempts.iter().enumerate() {
+            by_token.insert(a.token, (run, i));
+        }
+    }
+    let (mut interrupted, mut unrecovered) = (0, 0);
+    let mut worst = chrono::Duration::zero();
+    for e in effects.iter().filter(|e| e.kind == "start") {
+        let (Some(at), Some((run, i))) = (killed_at.get(&e.pid), by_token.get(&e.token)) else {
+            continue;
+        };
+        if run.attempts[*i].status == RunStatus::Succeeded {
+            continue;
+        }
+        interrupted += 1;
+        match run.attempts.get(i + 1) {
+            Some(next) => worst = worst.max(next.started_at - *at),
+            None => unrecovered += 1,
+        }
+    }
+    out.fig("downtime", format!("{down_for}s"));
+    out.fig("missed", gap.len());
+    out.fig("caught-up", caught_up);
+    out.fig("kills", kills.len());
+    out.fig("interrupted-catch-up-executions", interrupted);
+    out.fig("catch-up-runs-on-attempt-2+", retaken);
+    out.fig("recovery-max", secs_f(worst));
+    out.invariants(&report);
+    out.require(
+        caught_up == gap.len() && catch_up.len() == gap.len(),
+        || {
+            format!(
+                "{caught_up} of {} missed slots caught up ({} catch-up rows)",
+                gap.len(),
+                catch_up.len()
+            )
+        },
+    );
+    out.require(!kills.is_empty(), || {
+        "no replica held a catch-up run to kill".to_owned()
+    });
+    out.require(unrecovered == 0, || {
+        format!("{unrecovered} interrupted catch-up attempts never taken over")
+    });
+    out.require(worst <= chrono_ms(STALE_MS as i64 + 5_000), || {
+        format!("a take-over took {}", secs_f(worst))
+    });
+    out.require(unclean == 0, || {
+        format!("{unclean} replicas exited uncleanly")
+    });
+    out
+}
