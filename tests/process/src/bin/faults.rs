@@ -480,38 +480,12 @@ fn kill9(sc: &mut Sc) -> Outcome {
     let expected = expect(&job_names(4), &every(from, to, 1));
     let (report, runs, effects) = sc.check(&expected);
 
-    let killed_at: BTreeMap<u32, DateTime<Utc>> = kills.iter().copied().collect();
-    let mut by_token: BTreeMap<i64, (&RunRecord, usize)> = BTreeMap::new();
-    for run in &runs {
-        for (i, a) in run.attempts.iter().enumerate() {
-            by_token.insert(a.token, (run, i));
-        }
-    }
-    let (mut interrupted, mut after_end, mut unrecovered) = (0, 0, 0);
-    let mut latencies: Vec<chrono::Duration> = Vec::new();
-    for e in effects.iter().filter(|e| e.kind == "start") {
-        let Some(at) = killed_at.get(&e.pid) else {
-            continue;
-        };
-        let Some((run, i)) = by_token.get(&e.token) else {
-            continue;
-        };
-        if run.attempts[*i].status == RunStatus::Succeeded {
-            continue;
-        }
-        interrupted += 1;
-        if effects
-            .iter()
-            .any(|x| x.kind == "end" && x.token == e.token)
-        {
-            after_end += 1;
-        }
-        match run.attempts.get(i + 1) {
-            Some(next) => latencies.push(next.started_at - *at),
-            None if run.status == RunStatus::Dead => {}
-            None => unrecovered += 1,
-        }
-    }
+    let Interrupted {
+        count: interrupted,
+        after_end,
+        unrecovered,
+        latencies,
+    } = interrupted_by(&kills, &runs, &effects);
     let worst = latencies.iter().max().copied().unwrap_or_default();
     let limit = chrono_ms(STALE_MS as i64 + 5_000);
     out.fig("kills", kills.len());
@@ -540,6 +514,58 @@ fn kill9(sc: &mut Sc) -> Outcome {
     out.require(unclean == 0, || {
         format!("{unclean} replicas exited uncleanly")
     });
+    out
+}
+
+/// What `kill -9` did to executions: those of the killed processes whose attempt was not accepted.
+struct Interrupted {
+    count: usize,
+    /// Killed after the body ended, before its completion was written.
+    after_end: usize,
+    /// Never taken over by another attempt (and the run is not `dead`).
+    unrecovered: usize,
+    /// From each kill to the next attempt of the interrupted run.
+    latencies: Vec<chrono::Duration>,
+}
+
+fn interrupted_by(
+    kills: &[(u32, DateTime<Utc>)],
+    runs: &[RunRecord],
+    effects: &[Effect],
+) -> Interrupted {
+    let killed_at: BTreeMap<u32, DateTime<Utc>> = kills.iter().copied().collect();
+    let mut by_token: BTreeMap<i64, (&RunRecord, usize)> = BTreeMap::new();
+    for run in runs {
+        for (i, a) in run.attempts.iter().enumerate() {
+            by_token.insert(a.token, (run, i));
+        }
+    }
+    let mut out = Interrupted {
+        count: 0,
+        after_end: 0,
+        unrecovered: 0,
+        latencies: Vec::new(),
+    };
+    for e in effects.iter().filter(|e| e.kind == "start") {
+        let (Some(at), Some((run, i))) = (killed_at.get(&e.pid), by_token.get(&e.token)) else {
+            continue;
+        };
+        if run.attempts[*i].status == RunStatus::Succeeded {
+            continue;
+        }
+        out.count += 1;
+        if effects
+            .iter()
+            .any(|x| x.kind == "end" && x.token == e.token)
+        {
+            out.after_end += 1;
+        }
+        match run.attempts.get(i + 1) {
+            Some(next) => out.latencies.push(next.started_at - *at),
+            None if run.status == RunStatus::Dead => {}
+            None => out.unrecovered += 1,
+        }
+    }
     out
 }
 

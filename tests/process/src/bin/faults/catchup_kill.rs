@@ -87,29 +87,13 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
         .count();
     let retaken = catch_up.values().filter(|r| r.attempt > 1).count();
 
-    // Executions of the killed processes that were not accepted, and how soon another attempt began.
-    let killed_at: BTreeMap<u32, DateTime<Utc>> = kills.iter().copied().collect();
-    let mut by_token: BTreeMap<i64, (&RunRecord, usize)> = BTreeMap::new();
-    for run in &runs {
-        for (i, a) in run.attempts.iter().enumerate() {
-            by_token.insert(a.token, (run, i));
-        }
-    }
-    let (mut interrupted, mut unrecovered) = (0, 0);
-    let mut worst = chrono::Duration::zero();
-    for e in effects.iter().filter(|e| e.kind == "start") {
-        let (Some(at), Some((run, i))) = (killed_at.get(&e.pid), by_token.get(&e.token)) else {
-            continue;
-        };
-        if run.attempts[*i].status == RunStatus::Succeeded {
-            continue;
-        }
-        interrupted += 1;
-        match run.attempts.get(i + 1) {
-            Some(next) => worst = worst.max(next.started_at - *at),
-            None => unrecovered += 1,
-        }
-    }
+    let Interrupted {
+        count: interrupted,
+        unrecovered,
+        latencies,
+        ..
+    } = interrupted_by(&kills, &runs, &effects);
+    let worst = latencies.iter().max().copied().unwrap_or_default();
     out.fig("downtime", format!("{down_for}s"));
     out.fig("missed", gap.len());
     out.fig("caught-up", caught_up);
