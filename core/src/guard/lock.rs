@@ -73,6 +73,8 @@ impl Guard for LockGuard {
                         lost: lease.lost,
                         released: false,
                     })),
+                    // On a second look the store's overlap policy decides (see `runtime::recheck`).
+                    None if c.recheck => Decision::Pass,
                     None => Decision::Skip(SkipReason::LockedElsewhere),
                 }
             })

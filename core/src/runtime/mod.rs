@@ -59,6 +59,8 @@ pub(crate) struct Candidate {
     pub(crate) trigger: Trigger,
     /// Empty when the job is not partitioned.
     pub(crate) partition: Arc<str>,
+    /// A second look at a slot whose job's lock was held elsewhere at its tick ([`recheck`]).
+    pub(crate) recheck: bool,
 }
 
 impl Candidate {
@@ -208,6 +210,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
                 slot,
                 trigger: Trigger::Schedule,
                 partition: Arc::from(""),
+                recheck: false,
             });
         }
         if !batch.is_empty() {
@@ -239,6 +242,39 @@ fn plan(
 /// Walks the slots of one tick through the guard chain, one batched call per layer, and spawns a run
 /// for each slot every layer admitted.
 pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
+    let mut deferred = Vec::new();
+    tick_chain(&rt, batch, &mut deferred).await;
+    if !deferred.is_empty() {
+        rt.tracker.spawn(recheck(Arc::clone(&rt), deferred));
+    }
+}
+
+/// How long after its tick a slot whose job's lock was held elsewhere is looked at again.
+const LOCK_RECHECK: Duration = Duration::from_millis(250);
+
+/// The second look at slots of `slot`-level jobs whose lock another process held at their tick.
+/// Usually that process was working on the same slot and its row exists by now: the claim answers
+/// `Taken` and nothing happens. But the holder may have died between taking the lock and claiming
+/// (then nobody would run the slot), or have been working on another slot of the job (a replica
+/// with another version of the schedule, or a wrong clock; then nobody would record this one). So
+/// the slot goes through the chain again, and where the lock is still held elsewhere the store's
+/// overlap policy decides instead: `skipped` behind the running slot, or claimed and run now.
+async fn recheck(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+    tokio::select! {
+        () = rt.stop.cancelled() => return,
+        () = tokio::time::sleep(LOCK_RECHECK) => {}
+    }
+    for candidate in &mut batch {
+        candidate.recheck = true;
+    }
+    let mut ignored = Vec::new();
+    let chain: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> =
+        Box::pin(tick_chain(&rt, batch, &mut ignored));
+    chain.await;
+}
+
+/// The guard chain for one tick's slots; slots to look at again go to `deferred`.
+async fn tick_chain(rt: &Arc<Runtime>, batch: Vec<Candidate>, deferred: &mut Vec<Candidate>) {
     let mut batch = expand_partitions(batch).await;
     let paused: Vec<Candidate> = batch
         .extract_if(.., |c| c.job.paused.load(Ordering::Acquire))
@@ -290,9 +326,15 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
             skip(&candidate, permits, &reason).await;
             // Only this process's own flag proves a previous run is still going. A lock held
             // elsewhere may be another replica working on this very slot, which must not be
-            // recorded as skipped under it.
-            if candidate.job.level == GuardLevel::Slot && reason == SkipReason::RunningHere {
-                overlapped.push(candidate.claim_request());
+            // recorded as skipped under it: look again shortly, when its row should exist.
+            if candidate.job.level == GuardLevel::Slot {
+                match reason {
+                    SkipReason::RunningHere => overlapped.push(candidate.claim_request()),
+                    SkipReason::LockedElsewhere if !candidate.recheck => {
+                        deferred.push(candidate);
+                    }
+                    _ => {}
+                }
             }
         }
         if let (Some(store), false) = (&rt.store, overlapped.is_empty()) {
@@ -304,7 +346,7 @@ pub(crate) async fn tick(rt: Arc<Runtime>, batch: Vec<Candidate>) {
     }
     for (candidate, permits) in held {
         rt.tracker
-            .spawn(execute(Arc::clone(&rt), candidate, permits));
+            .spawn(execute(Arc::clone(rt), candidate, permits));
     }
 }
 
@@ -339,6 +381,7 @@ async fn expand_partitions(batch: Vec<Candidate>) -> Vec<Candidate> {
                     slot: candidate.slot,
                     trigger: candidate.trigger,
                     partition: Arc::from(key),
+                    recheck: candidate.recheck,
                 });
             }
         }
@@ -354,7 +397,10 @@ pub(crate) fn spawn_run(rt: &Arc<Runtime>, candidate: Candidate, permits: Vec<Bo
 
 async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &SkipReason) {
     let job = &candidate.job.name;
-    crate::metrics::skipped(job, reason.label());
+    if !(candidate.recheck && *reason == SkipReason::AlreadyClaimed) {
+        // A second look that finds the row is the same conflict, counted at the tick.
+        crate::metrics::skipped(job, reason.label());
+    }
     let slot = candidate.slot.scheduled_at;
     match reason {
         SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {

@@ -108,6 +108,7 @@ pub(crate) async fn start_claims(
             },
             trigger: claim.trigger,
             partition: Arc::from(claim.key.partition.as_str()),
+            recheck: false,
         };
         spawn_run(rt, candidate, permits);
     }
