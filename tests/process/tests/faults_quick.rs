@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 /// Every scenario but `skew`, which fails on a known gap (docs/RELIABILITY.md, "skew"): it runs in
 /// the full set and is reported there.
-const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,proxy,pool";
+const QUICK: &str =
+    "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,proxy,pool,dst,rolling";
 
 /// Far above the few minutes the subset takes, so that a hung scenario fails instead of hanging CI.
 const LIMIT: Duration = Duration::from_secs(15 * 60);
