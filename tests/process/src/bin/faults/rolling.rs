@@ -102,7 +102,7 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
     }
     let from = started + chrono_ms(1_000);
     sleep(secs(alone));
-    // (version, first ready, last signal) of each roll's mixed period.
+    // Each roll's mixed period: from the first new replica ready to the last old one signalled.
     let mut mixed: Vec<(DateTime<Utc>, DateTime<Utc>)> = Vec::new();
     let mut unclean = 0;
     let mut generation = 0;
@@ -168,7 +168,8 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
         }
         t += chrono::Duration::seconds(1);
     }
-    let mut t = DateTime::from_timestamp(started.timestamp() - 2, 0).expect("in range");
+    let first_launch = coverage[0].0.first().map_or(started, |u| u.launched);
+    let mut t = DateTime::from_timestamp(first_launch.timestamp() - 2, 0).expect("in range");
     while t <= end + margin {
         if (0..2).any(|v| fires(v, t) && coverage[v].possibly(t, margin)) {
             may.insert(t);
