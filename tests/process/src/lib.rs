@@ -2,6 +2,7 @@
 //! and stores to run them on (a SQLite file, a schema of the shared PostgreSQL server, or a throwaway
 //! PostgreSQL cluster a test may restart).
 
+pub mod dst;
 pub mod invariants;
 pub mod proxy;
 

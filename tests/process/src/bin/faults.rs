@@ -27,8 +27,13 @@ use slotguard_process_tests::invariants::{self, Report, every, expect, slot_name
 use slotguard_process_tests::proxy::{Mode, Proxy};
 use slotguard_process_tests::{Cluster, Effect, Node, executions, ledger_in, read_ledger, signal};
 
+// The crate root's modules resolve next to it: these live in `faults/`.
 #[path = "faults/catchup_kill.rs"]
 mod catchup_kill;
+#[path = "faults/dst.rs"]
+mod dst;
+#[path = "faults/rolling.rs"]
+mod rolling;
 
 /// The scenarios, in the order `all` runs them.
 const SCENARIOS: &[(&str, &str)] = &[
@@ -74,6 +79,14 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "pool",
         "a one-connection pool under many long runs: heartbeats must not starve",
+    ),
+    (
+        "dst",
+        "injected clocks across 2026 DST transitions, one job per policy; a restart in the repeated hour",
+    ),
+    (
+        "rolling",
+        "rolling restart from schedule v1 to v2 of the same job, one replica at a time",
     ),
 ];
 
@@ -1724,6 +1737,8 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "catchupkill" => catchup_kill::catchupkill(&mut sc),
         "proxy" => proxied(&mut sc),
         "pool" => pool(&mut sc),
+        "dst" => dst::dst(&mut sc),
+        "rolling" => rolling::rolling(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

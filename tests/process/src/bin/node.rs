@@ -7,13 +7,21 @@
 //!         [--lock-check-ms 500] [--namespace default]
 //!         [--overlap skip,allow,buffer_one,replace] [--catch-up latest|all:<within_s>:<max>|skip,...]
 //!         [--catch-up-rate 1] [--pool-size 5] [--skew-ms 0] [--fail-while PATH] [--max-attempts 5]
+//!         [--names a,b,c] [--tz ZONE,...] [--dst vixie|skip|shift|instant,...]
+//!         [--start-at RFC3339 [--start-at-real-ms UNIX_MS]]
 //! ```
 //!
-//! `--overlap` and `--catch-up` take a comma-separated list: job `n` gets entry `n % len`. The
-//! store URL may carry `?application_name=...`, so that a fault test can find the replica's backends.
+//! `--overlap`, `--catch-up`, `--tz` and `--dst` take a comma-separated list, `--cron` a
+//! `;`-separated one: job `n` gets entry `n % len`. `--names` names the jobs (and sets their number;
+//! default `job000`, `job001`, ...). The store URL may carry `?application_name=...`, so that a fault
+//! test can find the replica's backends.
 //! `--skew-ms` moves the replica's wall clock (the one slots are computed from) by that much;
 //! `--jump-ms J --jump-after-ms A` steps it by J more after A; `--clock-sync follow|observe|off`
 //! (default `follow`, the system clock's default) says what the scheduler does about it.
+//! `--start-at` injects the scheduler's clock instead: it reads that instant when the process starts
+//! (or at the real instant `--start-at-real-ms`, so that replicas started at different times share
+//! one timeline) and advances with real time. It must not read ahead of the real clock. Like any
+//! injected clock it is the truth (`ClockSync::Observe`): the database's clock is months ahead.
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
@@ -49,6 +57,21 @@ fn clock_sync(spec: &str) -> Result<ClockSync, String> {
         "observe" => Ok(ClockSync::Observe),
         "off" => Ok(ClockSync::Off),
         _ => Err(format!("bad clock sync {spec} (follow, observe, off)")),
+    }
+}
+
+/// An injected clock: it reads `at` at the real instant `real` and advances with real time (speed 1:
+/// the timer sleeps on real time and leases are judged by the database clock, so a faster clock would
+/// only make the timer overshoot its slots). The scheduler takes it as the truth.
+#[derive(Debug, Clone, Copy)]
+struct StartAtClock {
+    at: chrono::DateTime<chrono::Utc>,
+    real: chrono::DateTime<chrono::Utc>,
+}
+
+impl Clock for StartAtClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.at + (chrono::Utc::now() - self.real)
     }
 }
 
@@ -109,8 +132,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = args.get("store").ok_or("--store is required")?.to_owned();
     let instance = args.get("instance").unwrap_or("node").to_owned();
     let ledger: Arc<str> = Arc::from(args.get("ledger").ok_or("--ledger is required")?);
-    let jobs: usize = args.get("jobs").and_then(|v| v.parse().ok()).unwrap_or(1);
-    let cron = args.get("cron").unwrap_or("* * * * * *").to_owned();
+    let names: Vec<String> = match args.get("names") {
+        Some(list) => list.split(',').map(str::to_owned).collect(),
+        None => {
+            let jobs: usize = args.get("jobs").and_then(|v| v.parse().ok()).unwrap_or(1);
+            (0..jobs).map(|n| format!("job{n:03}")).collect()
+        }
+    };
+    let crons: Vec<String> = args
+        .get("cron")
+        .unwrap_or("* * * * * *")
+        .split(';')
+        .map(|c| c.trim().to_owned())
+        .collect();
+    // UTC and `vixie` are the scheduler's defaults: naming them changes nothing.
+    let zones: Vec<&str> = args.get("tz").unwrap_or("UTC").split(',').collect();
+    let dsts: Vec<slotguard::DstPolicy> = args
+        .get("dst")
+        .unwrap_or("vixie")
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
     let work = args.ms("work-ms", 50);
     let guard = match args.get("guard").unwrap_or("slot") {
         "lock" => GuardLevel::Lock,
@@ -156,10 +198,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .recovery_interval(args.ms("recovery-ms", 500))
         .grace_period(args.ms("grace-ms", 5_000))
         .kill_after(Duration::from_millis(500))
-        .lock_namespace(args.get("namespace").unwrap_or("default"))
-        .clock(clock)
-        // The skewed clock stands in for the system clock, so it gets the system clock's default.
-        .clock_sync(clock_sync(args.get("clock-sync").unwrap_or("follow"))?);
+        .lock_namespace(args.get("namespace").unwrap_or("default"));
+    builder = match args.get("start-at") {
+        Some(at) => {
+            let at = chrono::DateTime::parse_from_rfc3339(at)?.to_utc();
+            let real = match args.get("start-at-real-ms") {
+                Some(ms) => chrono::DateTime::from_timestamp_millis(ms.parse()?)
+                    .ok_or("--start-at-real-ms out of range")?,
+                None => chrono::Utc::now(),
+            };
+            let clock = StartAtClock { at, real };
+            if clock.now() > chrono::Utc::now() {
+                return Err("--start-at must not put the clock ahead of the real clock".into());
+            }
+            builder.clock(clock)
+        }
+        None => builder
+            .clock(clock)
+            // The skewed clock stands in for the system clock, so it gets the system clock's default.
+            .clock_sync(clock_sync(args.get("clock-sync").unwrap_or("follow"))?),
+    };
     if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
         builder = builder.catch_up_rate(rate);
     }
@@ -182,11 +240,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("unknown store {store}").into());
     };
 
-    for n in 0..jobs {
+    for (n, name) in names.into_iter().enumerate() {
         let ledger = Arc::clone(&ledger);
         let instance = instance.clone();
         let fail_while = fail_while.clone();
-        let name = format!("job{n:03}");
+        let cron = &crons[n % crons.len()];
         builder = builder.job(
             Job::new(name, cron.clone(), move |ctx: JobContext| {
                 let ledger = Arc::clone(&ledger);
@@ -233,7 +291,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 max_attempts,
                 Duration::from_millis(200),
                 Duration::from_secs(2),
-            )),
+            ))
+            .tz(zones[n % zones.len()])
+            .dst(dsts[n % dsts.len()]),
         );
     }
     let handle = builder.build()?.try_start().await?;
