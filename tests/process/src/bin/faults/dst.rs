@@ -244,9 +244,9 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
     // second (and, in the full set, once more inside the second pass). The outage groups stop every
     // replica before T and start them again after it.
     let mut events = Vec::new();
-    // A kill lands in the job bodies of a second that has slots (300 ms of work), after their claims:
-    // the runs it interrupts are taken over, named as they were claimed. (A kill between a replica's
-    // lock and its claim loses the slot with no row, whatever the zone: see docs/RELIABILITY.md.)
+    // A kill lands 5-250 ms into a second that has slots: between a replica's lock and its claim
+    // (the others' second look at the slot runs it), or in the job bodies (300 ms of work), whose
+    // runs are taken over, named as they were claimed.
     // The groups' whole seconds are the real clock's, and each shift is a whole number of seconds.
     let mid_run = |rng: &mut super::Rng, at: DateTime<Utc>, kind: &str, g: &Group| {
         if kind != "KILL" {
@@ -255,7 +255,7 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
         let v = (at + g.shift).timestamp();
         let v = v - v.rem_euclid(i64::from(step));
         DateTime::from_timestamp(v, 0).expect("in range") - g.shift
-            + chrono::Duration::from_std(rng.ms(120, 250)).expect("small")
+            + chrono::Duration::from_std(rng.ms(5, 250)).expect("small")
     };
     for (gi, g) in groups.iter().enumerate() {
         if !g.repeats() && !g.outage {
