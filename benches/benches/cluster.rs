@@ -500,7 +500,7 @@ async fn claim_storm(schema: &Schema) {
         .expect("register lock keys");
     let registered = registering.elapsed();
     let setup = Instant::now();
-    let due = upcoming_second(Duration::from_secs(2) + registered.mul_f64(1.5 * REPLICAS as f64));
+    let due = upcoming_second(Duration::from_secs(2) + registered.mul_f64(3.0 * REPLICAS as f64));
     let ledger: Ledger = Arc::default();
     let won: Arc<Vec<AtomicUsize>> = Arc::new((0..REPLICAS).map(|_| AtomicUsize::new(0)).collect());
     let cron = once_at(due);
