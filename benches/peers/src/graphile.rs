@@ -186,8 +186,8 @@ async fn kill_all(replicas: &mut Vec<Replica>) {
     }
 }
 
-/// `restart`: every replica is SIGKILLed about 15 s after the start of the run's middle minute and
-/// started again 60 s later, so one minute boundary passes with no replica alive. Without
+/// `restart`: every replica is SIGKILLed M/2 minutes (rounded down) after the start, about 16 s past
+/// a minute, and started again 60 s later, so one minute boundary passes with no replica alive. Without
 /// `--graphile-fill` (its default: no backfill) that slot is not run; with it, the restarted replicas
 /// backfill it.
 pub async fn run(
