@@ -118,14 +118,15 @@ impl Ledger {
         lags.sort_by(|a, b| a.total_cmp(b));
         let mut missed = 0;
         let mut missed_of = 0;
-        let mut s = window.first + ChronoDuration::seconds(2);
-        let end = window.last - ChronoDuration::seconds(2);
+        let step = ChronoDuration::seconds(window.step_secs);
+        let mut s = window.first + step * window.margin as i32;
+        let end = window.last - step * window.margin as i32;
         while s <= end {
             missed_of += 1;
             if !per_slot.contains_key(&s) {
                 missed += 1;
             }
-            s += ChronoDuration::seconds(1);
+            s += step;
         }
         Ok(Summary {
             executions: rows.len(),

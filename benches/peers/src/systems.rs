@@ -1,5 +1,6 @@
-//! One function per system: start R replicas of the same app in this process, let them run the
-//! every-second job for D seconds, stop them, and return the measured window and what "slot" means.
+//! One function per system: start R replicas of the same app (in this process; graphile-worker's as
+//! Node.js processes), let them run the job for D seconds (every second) or M minutes (every minute),
+//! stop them, and return the measured window and what "slot" means.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ type Outcome = Result<(Window, String), String>;
 
 pub async fn run(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Outcome {
     match system {
-        "slotguard" => slotguard(system, args, run_id, ledger, None).await,
+        "slotguard" => slotguard(system, args, run_id, ledger, None, false).await,
         "slotguard-claim-ahead" => {
             slotguard(
                 system,
@@ -21,9 +22,13 @@ pub async fn run(system: &str, args: &Args, run_id: &str, ledger: &Ledger) -> Ou
                 run_id,
                 ledger,
                 Some(Duration::from_millis(100)),
+                false,
             )
             .await
         }
+        "slotguard-minute" => slotguard(system, args, run_id, ledger, None, true).await,
+        "graphile-worker" => crate::graphile::run(system, args, run_id, ledger, false).await,
+        "graphile-worker-restart" => crate::graphile::run(system, args, run_id, ledger, true).await,
         "tokio-cron-scheduler" => tokio_cron_scheduler(system, args, ledger, true).await,
         "tokio-cron-scheduler-memory" => tokio_cron_scheduler(system, args, ledger, false).await,
         "apalis" => apalis(system, args, run_id, ledger, false).await,
@@ -39,7 +44,43 @@ async fn measure(seconds: u64, started: DateTime<Utc>) -> Window {
     let stopped = Utc::now();
     let first = started.duration_trunc(TimeDelta::seconds(1)).unwrap() + TimeDelta::seconds(2);
     let last = stopped.duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::seconds(1);
-    Window { first, last }
+    Window {
+        first,
+        last,
+        step_secs: 1,
+        margin: 2,
+    }
+}
+
+/// The window of an every-minute system that ran from `started` to `stopped`: every whole minute
+/// from the first one at least 5 s after the start to the last one at least 10 s before the stop.
+/// Missed slots are counted over all of it (the slack is in those 5 and 10 s).
+pub(crate) fn minute_window(started: DateTime<Utc>, stopped: DateTime<Utc>) -> Window {
+    let minute = TimeDelta::minutes(1);
+    let first = (started + TimeDelta::seconds(5) - TimeDelta::milliseconds(1))
+        .duration_trunc(minute)
+        .unwrap()
+        + minute;
+    let last = (stopped - TimeDelta::seconds(10))
+        .duration_trunc(minute)
+        .unwrap();
+    Window {
+        first,
+        last,
+        step_secs: 60,
+        margin: 0,
+    }
+}
+
+/// Runs for `seconds` (every-second systems) or `minutes` (every-minute systems) from now and
+/// returns the window.
+async fn measure_for(system: &str, args: &Args, started: DateTime<Utc>) -> Window {
+    if crate::is_minute_system(system) {
+        tokio::time::sleep(Duration::from_secs(args.minutes * 60)).await;
+        minute_window(started, Utc::now())
+    } else {
+        measure(args.seconds, started).await
+    }
 }
 
 fn trunc_second(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -67,14 +108,23 @@ async fn slotguard(
     run_id: &str,
     ledger: &Ledger,
     claim_ahead: Option<Duration>,
+    every_minute: bool,
 ) -> Outcome {
     use slotguard::{Job, Scheduler};
     use slotguard_postgres::PgBackend;
 
     let schema = format!(
-        "peers_{run_id}_sg{}",
-        if claim_ahead.is_some() { "ca" } else { "" }
+        "peers_{run_id}_sg{}{}",
+        if claim_ahead.is_some() { "ca" } else { "" },
+        if every_minute { "min" } else { "" }
     );
+    // The same schedule as graphile-worker's crontab line for the every-minute row (5 fields: the
+    // slot's second is 0).
+    let (job_name, schedule) = if every_minute {
+        ("peers-every-minute", "* * * * *")
+    } else {
+        ("peers-every-second", "*/1 * * * * *")
+    };
     let mut handles = Vec::new();
     let mut backends = Vec::new();
     let result = async {
@@ -88,7 +138,7 @@ async fn slotguard(
             backends.push(backend.clone());
             let ledger = ledger.clone();
             let name = system.to_owned();
-            let job = Job::new("peers-every-second", "*/1 * * * * *", move |ctx| {
+            let job = Job::new(job_name, schedule, move |ctx| {
                 let started = Utc::now();
                 let ledger = ledger.clone();
                 let name = name.clone();
@@ -117,7 +167,7 @@ async fn slotguard(
     .await;
     let started = Utc::now();
     let window = match result {
-        Ok(()) => Ok(measure(args.seconds, started).await),
+        Ok(()) => Ok(measure_for(system, args, started).await),
         Err(e) => Err(e),
     };
     for handle in &handles {
