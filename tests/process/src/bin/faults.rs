@@ -1171,13 +1171,12 @@ fn catchup(sc: &mut Sc) -> Outcome {
         "--catch-up-rate",
         "20",
     ]);
-    let nodes = sc.spawn_many(3, &args);
-    let from = Utc::now() + chrono_ms(1_000);
-    sleep(secs(3));
-    let mut unclean = stop_all(nodes);
-    let down = Utc::now();
-    sleep(secs(down_for));
-    let nodes = sc.spawn_many(3, &args);
+    let Outage {
+        from,
+        down,
+        nodes,
+        mut unclean,
+    } = full_outage(sc, &args, down_for);
     let back = Utc::now();
     sleep(secs((down_for as f64 / rate) as u64 + 4));
     let to = Utc::now() - chrono_ms(1_000);
@@ -1332,6 +1331,36 @@ fn catchup(sc: &mut Sc) -> Outcome {
         format!("{unclean} replicas exited uncleanly")
     });
     out
+}
+
+/// A cluster that ran 3 s, was stopped whole for `down_for` seconds and started again.
+struct Outage {
+    /// The first whole second of the run worth checking.
+    from: DateTime<Utc>,
+    /// When the last replica had stopped.
+    down: DateTime<Utc>,
+    /// The replicas started after the outage, ready.
+    nodes: Vec<Node>,
+    /// Replicas that did not exit cleanly when stopped.
+    unclean: usize,
+}
+
+/// Three replicas on `args` for 3 s, all stopped (SIGTERM) for `down_for` seconds, three started
+/// again.
+fn full_outage(sc: &Sc, args: &[String], down_for: u64) -> Outage {
+    let nodes = sc.spawn_many(3, args);
+    let from = Utc::now() + chrono_ms(1_000);
+    sleep(secs(3));
+    let unclean = stop_all(nodes);
+    let down = Utc::now();
+    sleep(secs(down_for));
+    let nodes = sc.spawn_many(3, args);
+    Outage {
+        from,
+        down,
+        nodes,
+        unclean,
+    }
 }
 
 fn skew(sc: &mut Sc) -> Outcome {

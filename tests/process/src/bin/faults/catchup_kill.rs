@@ -20,13 +20,12 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
         "--catch-up-rate",
         "4",
     ]);
-    let nodes = sc.spawn_many(3, &args);
-    let from = Utc::now() + chrono_ms(1_000);
-    sleep(secs(3));
-    let mut unclean = stop_all(nodes);
-    let down = Utc::now();
-    sleep(secs(down_for));
-    let mut nodes = sc.spawn_many(3, &args);
+    let Outage {
+        from,
+        down,
+        mut nodes,
+        mut unclean,
+    } = full_outage(sc, &args, down_for);
     let drain_until = Utc::now() + chrono_ms((down_for as f64 / rate * 1_000.0) as i64);
     // While the catch-up runs drain, kill a replica that holds one, and start it again.
     let mut kills: Vec<(u32, DateTime<Utc>)> = Vec::new();
