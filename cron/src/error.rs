@@ -137,12 +137,19 @@ fn suggestion_suffix(s: &Option<&'static str>) -> String {
 /// Shortens and escapes user input so an error message stays readable whatever it was given
 /// (10,000 characters, control characters, NUL bytes).
 pub(crate) fn shown(input: &str) -> String {
-    const MAX: usize = 48;
+    crate::error::shown_within(input, 48)
+}
+
+/// `input` escaped (`escape_debug`) and cut to `max` characters with its length noted, so that an
+/// error message quoting it stays one readable line whatever it was given (10,000 characters,
+/// control characters, NUL bytes). Shared by the slotguard crates' error messages.
+#[doc(hidden)]
+pub fn shown_within(input: &str, max: usize) -> String {
     let escaped: String = input.escape_debug().collect();
-    if escaped.chars().count() <= MAX {
+    if escaped.chars().count() <= max {
         escaped
     } else {
-        let head: String = escaped.chars().take(MAX).collect();
+        let head: String = escaped.chars().take(max).collect();
         format!("{head}… ({} characters)", input.chars().count())
     }
 }

@@ -22,7 +22,7 @@ mod zone;
 
 pub use chrono_tz::Tz;
 pub use dst::{DstPolicy, UnknownDstPolicy};
-pub use error::{Field, FieldError, ParseError, UnknownZone};
+pub use error::{Field, FieldError, ParseError, UnknownZone, shown_within};
 pub use expr::CronExpr;
 pub use schedule::{Schedule, ScheduleError, Slot, Slots};
 pub use zone::parse_zone;

@@ -499,14 +499,7 @@ fn word_value(key: &Key, value: TokenStream) -> syn::Result<Ident> {
 
 /// User input shortened and escaped so an error message stays readable.
 fn shown(input: &str) -> String {
-    const MAX: usize = 48;
-    let escaped: String = input.escape_debug().collect();
-    if escaped.chars().count() <= MAX {
-        escaped
-    } else {
-        let head: String = escaped.chars().take(MAX).collect();
-        format!("{head}… ({} characters)", input.chars().count())
-    }
+    slotguard_cron::shown_within(input, 48)
 }
 
 #[cfg(test)]

@@ -174,14 +174,7 @@ fn parse_instant(text: &str) -> Result<DateTime<Utc>, RequestError> {
 /// Shortens and escapes user input for an error message, so that a message stays one readable line
 /// whatever it was given (10,000 characters, control characters, NUL bytes).
 pub(crate) fn shown(input: &str) -> String {
-    const MAX: usize = 48;
-    let escaped: String = input.escape_debug().collect();
-    if escaped.chars().count() <= MAX {
-        escaped
-    } else {
-        let head: String = escaped.chars().take(MAX).collect();
-        format!("{head}… ({} characters)", input.chars().count())
-    }
+    slotguard_cron::shown_within(input, 48)
 }
 
 #[cfg(test)]

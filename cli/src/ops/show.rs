@@ -34,14 +34,7 @@ fn at(t: &DateTime<Utc>) -> String {
 
 /// User input for an error message: escaped and shortened, so a message stays one readable line.
 pub(crate) fn shown(input: &str) -> String {
-    const MAX: usize = 64;
-    let escaped: String = input.escape_debug().collect();
-    if escaped.chars().count() <= MAX {
-        escaped
-    } else {
-        let head: String = escaped.chars().take(MAX).collect();
-        format!("{head}… ({} characters)", input.chars().count())
-    }
+    slotguard_cron::shown_within(input, 64)
 }
 
 /// `message` with every control character escaped: an error is one line, whatever a driver said.

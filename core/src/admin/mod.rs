@@ -708,12 +708,5 @@ fn expected_slots(
 
 /// User input for messages: escaped and shortened.
 pub(crate) fn shown(input: &str) -> String {
-    const MAX: usize = 64;
-    let escaped: String = input.escape_debug().collect();
-    if escaped.chars().count() <= MAX {
-        escaped
-    } else {
-        let head: String = escaped.chars().take(MAX).collect();
-        format!("{head}… ({} characters)", input.chars().count())
-    }
+    slotguard_cron::shown_within(input, 64)
 }
