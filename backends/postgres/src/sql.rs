@@ -16,8 +16,8 @@ use sqlx::AssertSqlSafe;
 /// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds.
 ///
 /// How it stays exclusive with any number of claimers:
-/// - `first` leaves out scheduled slots more than `$12` ahead of the database clock: their claimer's
-///   clock is wrong. Nothing is written for them and the answer says `not_due`.
+/// - `req` marks `not_due` the scheduled slots more than `$12` ahead of the database clock (their
+///   claimer's clock is wrong), and `first` leaves them out. Nothing is written for them and the answer says `not_due`.
 /// - `req` draws one fencing token per request, in request order (so a batch's tokens rise in its
 ///   order), and `first` keeps one request per slot (a slot twice in a batch is won at most once).
 /// - `decided` applies the overlap policy to each request: unless it is `allow`, a request whose job
@@ -57,7 +57,9 @@ use sqlx::AssertSqlSafe;
 /// committed when the claim began.
 pub(crate) const CLAIM: &str = r#"
 WITH req AS (
-    SELECT r.*, nextval('{schema}.fencing_tokens') AS token
+    SELECT r.*, nextval('{schema}.fencing_tokens') AS token,
+           (r.trigger_kind = 'schedule'
+            AND r.scheduled_at > now() + $12 * interval '1 microsecond') AS not_due
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                 $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[])
          WITH ORDINALITY
@@ -67,7 +69,7 @@ WITH req AS (
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
     FROM req
-    WHERE NOT (trigger_kind = 'schedule' AND scheduled_at > now() + $12 * interval '1 microsecond')
+    WHERE NOT not_due
     ORDER BY job_name, scheduled_at, partition_key, ord
 ),
 decided AS (
@@ -196,8 +198,7 @@ SELECT r.ord,
        CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.fencing_token
             ELSE u.fencing_token END AS token,
        COALESCE(i.status, cur.status) AS seen_status,
-       (r.trigger_kind = 'schedule' AND r.scheduled_at > now() + $12 * interval '1 microsecond')
-           AS not_due
+       r.not_due
 FROM req r
 LEFT JOIN ins i
        ON i.job_name = r.job_name
