@@ -43,6 +43,7 @@ extern crate self as slotguard;
 pub mod admin;
 mod clock;
 mod context;
+mod entry;
 pub mod guard;
 mod handle;
 mod job;
@@ -70,6 +71,7 @@ pub use slotguard_cron::{
 pub use slotguard_macros::scheduled;
 pub use state::MissingState;
 pub use store::memory::MemoryBackend;
+pub use slotguard_cron::{NameProblem, check_job_name, check_partition};
 
 /// Re-exports for the code `#[scheduled]` generates. Not a public API.
 #[doc(hidden)]

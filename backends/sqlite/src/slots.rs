@@ -58,6 +58,19 @@ SELECT EXISTS (
     WHERE job_name = ?1 AND partition_key = ?2 AND status = 'running'
       AND heartbeat_at + stale_after_ms >= ?3)";
 
+/// A new slot about to run: the other runs of its job and partition that are `running` with a stale
+/// heartbeat (their holders are frozen or dead) are fenced, due again at once; `?3` the new slot,
+/// `?4` the clock. Their attempts are closed by [`ABANDON_ATTEMPT`].
+const FENCE_STALE: &str = "
+UPDATE slotguard_job_runs
+SET status = 'abandoned', next_attempt_at = ?4, error_message = 'heartbeat expired', updated_at = ?4
+WHERE job_name = ?1 AND partition_key = ?2 AND scheduled_at <> ?3 AND status = 'running'
+  AND heartbeat_at + stale_after_ms < ?4
+RETURNING id, attempt";
+
+/// Which jobs have due work, as `DUE_RUNS` would select it (wrapped around it).
+const DUE_JOBS: &str = "SELECT DISTINCT job_name FROM (";
+
 /// buffer_one: the slots of the job and partition that were waiting give way to the newer one.
 const SUPERSEDE_WAITING: &str = "
 UPDATE slotguard_job_runs
@@ -271,6 +284,80 @@ impl Shared {
         })
     }
 
+    /// Whether another run of the job and partition is `running` with a fresh heartbeat.
+    async fn busy(
+        &self,
+        w: &mut WriteTx<'_>,
+        job: &str,
+        partition: &str,
+        now: i64,
+    ) -> Result<bool, SqliteError> {
+        sqlx::query_scalar(BUSY)
+            .bind(job)
+            .bind(partition)
+            .bind(now)
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))
+    }
+
+    /// See [`FENCE_STALE`].
+    async fn fence_stale(
+        &self,
+        w: &mut WriteTx<'_>,
+        request: &ClaimRequest,
+        now: i64,
+    ) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        let key = &request.key;
+        let fenced: Vec<(i64, i64)> = sqlx::query_as(FENCE_STALE)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(key.scheduled_at.timestamp_millis())
+            .bind(now)
+            .fetch_all(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        for (run_id, attempt) in fenced {
+            sqlx::query(ABANDON_ATTEMPT)
+                .bind(run_id)
+                .bind(attempt)
+                .bind(now)
+                .execute(&mut *w.tx)
+                .await
+                .map_err(q)?;
+            tracing::warn!(event = "job_fenced", job = %key.job, run_id, attempt, "a stale run of the job was fenced: a newer slot runs now");
+        }
+        Ok(())
+    }
+
+    /// See [`SlotStore::due_jobs`]: which jobs `DUE_RUNS` would select now.
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, SqliteError> {
+        let mut unique: Vec<&DueSpec> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if !unique.iter().any(|s| s.job == spec.job) {
+                unique.push(spec);
+            }
+        }
+        let sql = format!("{}{DUE_JOBS}{DUE_RUNS})", specs_cte(unique.len()));
+        let now: i64 = sqlx::query_scalar(concat!("SELECT ", crate::now_ms!()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+            .bind(now)
+            .bind(i64::MAX);
+        for spec in &unique {
+            query = query
+                .bind(spec.job.as_str())
+                .bind(i64::from(spec.max_attempts));
+        }
+        query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))
+    }
+
     /// Inserts a slot that does not run now; nothing when its row exists.
     async fn insert_idle(
         &self,
@@ -456,6 +543,9 @@ impl Shared {
                         answers.push(Claim::Taken { status });
                         continue;
                     }
+                    if matches!(request.overlap, Overlap::Skip | Overlap::BufferOne) {
+                        self.fence_stale(&mut w, request, now).await?;
+                    }
                     sqlx::query_as(INSERT_RUN)
                         .bind(&key.job)
                         .bind(scheduled_at)
@@ -544,7 +634,19 @@ impl Shared {
         let rows = due.fetch_all(&mut *w.tx).await.map_err(q)?;
 
         let mut claimed = Vec::with_capacity(rows.len());
+        let mut taken: Vec<(String, String)> = Vec::new();
         for (run_id, job, scheduled_at, partition, trigger, zone, wall, business_date) in rows {
+            let exclusive = unique
+                .iter()
+                .find(|s| s.job == job)
+                .is_some_and(|s| s.overlap != Overlap::Allow);
+            if exclusive {
+                let pair = (job.clone(), partition.clone());
+                if taken.contains(&pair) || self.busy(&mut w, &job, &partition, now).await? {
+                    continue;
+                }
+                taken.push(pair);
+            }
             let (attempt, token): (i64, i64) = sqlx::query_as(CLAIM_DUE_RUN)
                 .bind(run_id)
                 .bind(owner)
@@ -734,6 +836,13 @@ impl SlotStore for SqliteBackend {
             return Ok(Vec::new());
         }
         Ok(self.shared().claim_due(owner, specs, limit).await?)
+    }
+
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().due_jobs(specs).await?)
     }
 
     async fn record_skipped(

@@ -90,6 +90,7 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
     DueSpec {
         job: job.to_owned(),
         max_attempts,
+        overlap: slotguard::Overlap::Allow,
     }
 }
 
