@@ -8,9 +8,17 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use async_trait::async_trait;
 
-use crate::entry::RunSlot;
 use crate::state::{MissingState, StateMap};
 use crate::store::{StoreError, Trigger};
+
+/// The slot a body runs for, as the chain admitted it.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSlot {
+    pub(crate) slot: Slot,
+    pub(crate) trigger: Trigger,
+    /// Empty when the job is not partitioned.
+    pub(crate) partition: Arc<str>,
+}
 
 /// What the run's context learns from the permits it holds.
 #[derive(Debug, Default, Clone)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use slotguard_cron::{Schedule, Slot};
 
+pub(crate) use crate::context::RunSlot;
 use crate::job::{Handler, PartitionProvider};
 use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
 use crate::store::{ClaimRequest, DueSpec, SlotKey, Trigger};
@@ -69,6 +70,9 @@ pub(crate) struct JobEntry {
     /// looks again at once, instead of at the next recovery round (a backfill of a job whose runs
     /// go one at a time drains at its own pace, not one run per round).
     pub(crate) backlog: AtomicBool,
+    /// Set when a run of the job ended while it had a backlog: the recovery loop's next wake-up
+    /// looks at this job.
+    pub(crate) look_again: AtomicBool,
 }
 
 impl JobEntry {
@@ -184,13 +188,4 @@ impl Candidate {
             overlap: self.job.overlap,
         })
     }
-}
-
-/// The slot a body runs for, as the chain admitted it.
-#[derive(Debug, Clone)]
-pub(crate) struct RunSlot {
-    pub(crate) slot: Slot,
-    pub(crate) trigger: Trigger,
-    /// Empty when the job is not partitioned.
-    pub(crate) partition: Arc<str>,
 }

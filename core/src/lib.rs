@@ -68,10 +68,10 @@ pub use slotguard_cron::{
     CronExpr, DstPolicy, Field, FieldError, ParseError, Schedule, ScheduleError, Slot, Tz,
     UnknownDstPolicy, UnknownZone, parse_zone,
 };
+pub use slotguard_cron::{NameProblem, check_job_name, check_partition};
 pub use slotguard_macros::scheduled;
 pub use state::MissingState;
 pub use store::memory::MemoryBackend;
-pub use slotguard_cron::{NameProblem, check_job_name, check_partition};
 
 /// Re-exports for the code `#[scheduled]` generates. Not a public API.
 #[doc(hidden)]

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::shown;
 use crate::clock::{Clock, ClockSync, SharedClock, SystemClock};
+use crate::entry::{JobEntry, Layers};
 use crate::guard::local::LocalGuard;
 use crate::guard::lock::{LockGuard, unlocker};
 use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
@@ -21,7 +22,6 @@ use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
 use crate::policy::{CatchUp, Overlap};
-use crate::entry::{JobEntry, Layers};
 use crate::runtime::Runtime;
 use crate::state::StateMap;
 use crate::store::Backend;
@@ -162,11 +162,13 @@ impl Scheduler {
                 if let Some(store) = first {
                     sync_clock(&rt, &*store).await;
                 }
-                rt.tracker.spawn(crate::runtime::drive(Arc::clone(&rt)));
+                rt.tracker
+                    .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
                 crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
             });
         } else {
-            rt.tracker.spawn(crate::runtime::drive(Arc::clone(rt)));
+            rt.tracker
+                .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
         }
         if let Some(backend) = self.backend {
             let (rt, slots, every, rate) = (
@@ -558,7 +560,10 @@ impl SchedulerBuilder {
         if self.spread.is_some_and(|s| s > Duration::from_secs(1)) {
             setting(
                 "load_spread",
-                format!("{:?} is longer than the 1 s allowed", self.spread.unwrap_or_default()),
+                format!(
+                    "{:?} is longer than the 1 s allowed",
+                    self.spread.unwrap_or_default()
+                ),
             );
         }
         if !(self.catch_up_rate.is_finite() && self.catch_up_rate > 0.0) {
@@ -591,7 +596,8 @@ impl SchedulerBuilder {
 
     /// The runtime of validated `jobs`: the guard layers this scheduler has, its clock and owner.
     fn runtime(&mut self, jobs: Vec<Arc<JobEntry>>) -> Runtime {
-        let owner: Arc<str> = Arc::from(self.instance_id.take().unwrap_or_else(default_instance_id));
+        let owner: Arc<str> =
+            Arc::from(self.instance_id.take().unwrap_or_else(default_instance_id));
         let mut guards: Vec<Arc<dyn Guard>> = vec![Arc::new(LocalGuard)];
         let mut slots = None;
         if let Some(backend) = &self.backend {
@@ -625,11 +631,13 @@ impl SchedulerBuilder {
             Some(synced) => Arc::clone(synced) as SharedClock,
             None => Arc::clone(&self.clock),
         };
-        let spread = self.spread.unwrap_or(if self.backend.is_some() && !self.clock_injected {
-            DEFAULT_SPREAD
-        } else {
-            Duration::ZERO
-        });
+        let spread = self
+            .spread
+            .unwrap_or(if self.backend.is_some() && !self.clock_injected {
+                DEFAULT_SPREAD
+            } else {
+                Duration::ZERO
+            });
         Runtime {
             jobs,
             guards,
@@ -648,6 +656,7 @@ impl SchedulerBuilder {
             store: self.backend.clone(),
             slots,
             synced,
+            due_wake: tokio::sync::Notify::new(),
         }
     }
 
@@ -681,8 +690,11 @@ struct Defaults<'a> {
     namespace: &'a str,
 }
 
+/// Whether a job asks for a setting.
+type AsksFor = fn(&Job) -> bool;
+
 /// The settings only the `slot` level can give, and whether a job asks for them.
-const NEEDS_SLOT: &[(&str, fn(&Job) -> bool)] = &[
+const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     ("an overlap policy other than `skip`", |j| {
         j.overlap.is_some_and(|o| o != Overlap::Skip)
     }),
@@ -708,7 +720,10 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         Ok(zone) => zone.unwrap_or(defaults.zone),
         Err(e) => return Err(schedule_error(e.into())),
     };
-    let expr = job.cron.parse().map_err(|e| schedule_error(ScheduleError::Cron(e)))?;
+    let expr = job
+        .cron
+        .parse()
+        .map_err(|e| schedule_error(ScheduleError::Cron(e)))?;
     let level = job.guard.unwrap_or(defaults.level);
     if level >= GuardLevel::Lock && !defaults.has_backend {
         return Err(ConfigError::NeedsBackend {
@@ -743,6 +758,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         partitions: job.partitions.clone(),
         paused: AtomicBool::new(false),
         backlog: AtomicBool::new(false),
+        look_again: AtomicBool::new(false),
     })
 }
 

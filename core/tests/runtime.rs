@@ -531,7 +531,10 @@ async fn store_outage_loses_no_slot_and_recovers() {
             r.status == RunStatus::Skipped
                 && r.error_message.as_deref() == Some("store unavailable at its tick")
         });
-        assert!(ran ^ recorded, ":{second} ran ({ran}) or was recorded ({row:?})");
+        assert!(
+            ran ^ recorded,
+            ":{second} ran ({ran}) or was recorded ({row:?})"
+        );
     }
 }
 

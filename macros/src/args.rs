@@ -21,7 +21,6 @@ use syn::{Ident, LitInt, LitStr};
 
 use slotguard_cron::{CronExpr, DstPolicy, parse_zone};
 
-
 /// The validated arguments.
 pub(crate) struct Args {
     /// The cron expression; checked with the runtime's own parser.

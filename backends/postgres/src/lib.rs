@@ -633,12 +633,7 @@ impl SlotStore for PgBackend {
         if specs.is_empty() {
             return Ok(Vec::new());
         }
-        let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
-        let max_attempts: Vec<i32> = specs
-            .iter()
-            .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
-            .collect();
-        let overlaps: Vec<&str> = specs.iter().map(|s| s.overlap.as_str()).collect();
+        let (jobs, max_attempts, overlaps) = spec_columns(specs);
         let due = sqlx::query_scalar(sql(&self.inner.statements.due_jobs))
             .bind(&jobs)
             .bind(&max_attempts)
@@ -659,12 +654,7 @@ impl SlotStore for PgBackend {
         if specs.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
-        let max_attempts: Vec<i32> = specs
-            .iter()
-            .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
-            .collect();
-        let overlaps: Vec<&str> = specs.iter().map(|s| s.overlap.as_str()).collect();
+        let (jobs, max_attempts, overlaps) = spec_columns(specs);
         let rows = sqlx::query(sql(&self.inner.statements.claim_due))
             .bind(owner)
             .bind(&jobs)
@@ -847,6 +837,17 @@ impl Backend for PgBackend {
     fn name(&self) -> &'static str {
         "postgres"
     }
+}
+
+/// The columns of due specs, as `CLAIM_DUE` and `DUE_JOBS` take them.
+fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'static str>) {
+    let jobs = specs.iter().map(|s| s.job.as_str()).collect();
+    let max_attempts = specs
+        .iter()
+        .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
+        .collect();
+    let overlaps = specs.iter().map(|s| s.overlap.as_str()).collect();
+    (jobs, max_attempts, overlaps)
 }
 
 fn micros(d: Duration) -> i64 {

@@ -241,6 +241,27 @@ LEFT JOIN {schema}.job_runs cur
 ORDER BY r.ord
 "#;
 
+/// Whether run `j` (joined to its spec `s`) is due for another attempt: `CLAIM_DUE` selects by it
+/// and re-checks it on the row version it locks.
+macro_rules! due_condition {
+    () => {
+        r#"((j.status = 'pending' AND j.next_attempt_at <= now())
+       OR (j.status = 'pending' AND j.next_attempt_at IS NULL
+           AND NOT EXISTS (
+               SELECT 1
+               FROM {schema}.job_runs o
+               WHERE o.job_name = j.job_name
+                 AND o.partition_key = j.partition_key
+                 AND o.id <> j.id
+                 AND o.status = 'running'
+                 AND o.heartbeat_at + o.stale_after >= now()
+           ))
+       OR (j.attempt < s.max_attempts
+           AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
+                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))))"#
+    };
+}
+
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
 /// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies
@@ -267,7 +288,8 @@ ORDER BY r.ord
 ///   `running`) and dropped. The two sets are disjoint by their conditions.
 /// - `upd` makes each `running` with attempt + 1, a new token, a fresh heartbeat; `abandon` closes
 ///   a stale run's previous attempt (`heartbeat expired`); `attempts` opens the new attempt rows.
-pub(crate) const CLAIM_DUE: &str = r#"
+pub(crate) const CLAIM_DUE: &str = concat!(
+    r#"
 WITH spec AS (
     SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap
     FROM unnest($2::text[], $3::integer[], $5::text[]) WITH ORDINALITY
@@ -289,20 +311,9 @@ eligible AS (
     SELECT j.id, j.job_name, j.partition_key, j.scheduled_at, s.overlap <> 'allow' AS exclusive
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    WHERE ((j.status = 'pending' AND j.next_attempt_at <= now())
-       OR (j.status = 'pending' AND j.next_attempt_at IS NULL
-           AND NOT EXISTS (
-               SELECT 1
-               FROM {schema}.job_runs o
-               WHERE o.job_name = j.job_name
-                 AND o.partition_key = j.partition_key
-                 AND o.id <> j.id
-                 AND o.status = 'running'
-                 AND o.heartbeat_at + o.stale_after >= now()
-           ))
-       OR (j.attempt < s.max_attempts
-           AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
-                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))))
+    WHERE "#,
+    due_condition!(),
+    r#"
       AND (s.overlap = 'allow' OR NOT EXISTS (
                SELECT 1
                FROM {schema}.job_runs o
@@ -321,8 +332,14 @@ first_due AS (
 due AS (
     SELECT j.id
     FROM {schema}.job_runs j
+    JOIN spec s ON s.job_name = j.job_name
     JOIN first_due f ON f.id = j.id
-    WHERE NOT f.exclusive OR f.nth = 1
+    WHERE (NOT f.exclusive OR f.nth = 1)
+      -- Repeated so that a row another caller re-claimed and committed after this statement's
+      -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
+      AND "#,
+    due_condition!(),
+    r#"
     ORDER BY j.scheduled_at, j.job_name, j.partition_key
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -375,27 +392,19 @@ SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigg
        wall_time, business_date
 FROM upd
 ORDER BY scheduled_at, job_name, partition_key
-"#;
+"#
+);
 
 /// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
-/// `CLAIM_DUE` would hand out now; reads only.
+/// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only.
 pub(crate) const DUE_JOBS: &str = r#"
 SELECT DISTINCT j.job_name
 FROM {schema}.job_runs j
 JOIN unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
   ON s.job_name = j.job_name
-WHERE ((j.status = 'pending' AND j.next_attempt_at <= now())
-       OR (j.status = 'pending' AND j.next_attempt_at IS NULL)
-       OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
-       OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
-  AND (s.overlap = 'allow' OR NOT EXISTS (
-           SELECT 1
-           FROM {schema}.job_runs o
-           WHERE o.job_name = j.job_name
-             AND o.partition_key = j.partition_key
-             AND o.id <> j.id
-             AND o.status = 'running'
-             AND o.heartbeat_at + o.stale_after >= now()))
+WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
+   OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
+   OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the

@@ -25,9 +25,9 @@ use std::fmt;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::policy::{GuardLevel, UnknownGuardLevel};
 pub(crate) use crate::context::RunInfo;
 use crate::entry::{Candidate, RunSlot};
+pub use crate::policy::{GuardLevel, UnknownGuardLevel};
 
 pub(crate) mod batch;
 pub(crate) mod local;

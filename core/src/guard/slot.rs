@@ -105,7 +105,7 @@ impl SlotGuard {
             Ok(claims) => claims,
             Err(e) => return unavailable(batch.len(), &e),
         };
-        let mut per_job: HashMap<String, Vec<(RunSlot, Box<dyn Permit>)>> = HashMap::new();
+        let mut per_job: HashMap<String, Vec<ClaimedRun>> = HashMap::new();
         for claim in claims {
             let Some(candidate) = batch.iter().find(|c| *c.job.name == claim.key.job) else {
                 continue;
@@ -189,6 +189,9 @@ fn finish_for(outcome: &RunOutcome, attempt: u32, retry: &RetryPolicy) -> Finish
         RunOutcome::Abandoned { reason } => Finish::abandoned(reason.clone(), Some(Duration::ZERO)),
     }
 }
+
+/// A run the slot layer claimed for due work, with its permit.
+type ClaimedRun = (RunSlot, Box<dyn Permit>);
 
 /// Checkpoints of one attempt, written under its fencing token.
 struct SlotCheckpoints {

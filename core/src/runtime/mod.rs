@@ -18,9 +18,7 @@ mod deadline;
 pub(crate) mod recover;
 mod run;
 mod tick;
-mod timer;
-
-pub(crate) use timer::drive;
+pub(crate) mod timer;
 
 use crate::clock::SharedClock;
 use crate::entry::JobEntry;
@@ -59,6 +57,9 @@ pub(crate) struct Runtime {
     pub(crate) slots: Option<Arc<SlotGuard>>,
     /// `clock`, when it is measured against the store's ([`ClockSync`](crate::ClockSync)).
     pub(crate) synced: Option<Arc<clock_sync::SyncedClock>>,
+    /// Woken when a run of a job with more due work ended (its `look_again` flag set): the
+    /// recovery loop looks again at once.
+    pub(crate) due_wake: tokio::sync::Notify,
 }
 
 /// The reason recorded for a slot skipped because a run of its job was still going.

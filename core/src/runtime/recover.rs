@@ -2,8 +2,6 @@
 //! hand-overs, buffered slots, catch-up, manual and backfill runs. Each round asks the store which
 //! jobs have some (one read), then offers each such job's due work to its guard chain, like a tick.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -20,22 +18,35 @@ pub(crate) async fn recover(rt: Arc<Runtime>, every: Duration) {
     if !rt.jobs.iter().any(|j| j.layers.slot) {
         return;
     }
+    let mut next = tokio::time::Instant::now() + every;
     loop {
         tokio::select! {
             () = rt.stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep_until(next) => {
+                next = tokio::time::Instant::now() + every;
+                due_round(&rt, BATCH, |_| true).await;
+            }
+            () = rt.due_wake.notified() => {
+                // A run of a job with more work waiting ended: that job, now.
+                due_round(&rt, BATCH, |j| j.look_again.swap(false, Ordering::AcqRel)).await;
+            }
         }
-        due_round(&rt, BATCH, |_| true).await;
     }
 }
 
 /// One round of due work for the `slot`-level jobs `include` accepts, at most `limit` runs.
-pub(crate) async fn due_round(rt: &Arc<Runtime>, limit: usize, include: impl Fn(&JobEntry) -> bool) {
+pub(crate) async fn due_round(
+    rt: &Arc<Runtime>,
+    limit: usize,
+    include: impl Fn(&JobEntry) -> bool,
+) {
     let Some(slots) = &rt.slots else { return };
+    // Jobs running here are looked at too, though not claimed: their backlog flag tells the end of
+    // their run to look again at once.
     let jobs: Vec<&Arc<JobEntry>> = rt
         .jobs
         .iter()
-        .filter(|j| j.layers.slot && include(j) && may_claim(j))
+        .filter(|j| j.layers.slot && include(j) && !j.is_paused())
         .collect();
     if jobs.is_empty() {
         return;
@@ -52,7 +63,7 @@ pub(crate) async fn due_round(rt: &Arc<Runtime>, limit: usize, include: impl Fn(
     for job in jobs {
         let has_due = due.iter().any(|d| *d == *job.name);
         job.backlog.store(has_due, Ordering::Release);
-        if has_due {
+        if has_due && may_claim(job) {
             batch.push(Candidate::due(job, limit));
         }
     }
@@ -70,17 +81,6 @@ pub(crate) async fn due_round(rt: &Arc<Runtime>, limit: usize, include: impl Fn(
         );
         rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
     }
-}
-
-/// After a run of `job` ended: when the store had more of its work due, one more round for it now.
-pub(crate) fn after_run(rt: &Arc<Runtime>, job: &Arc<JobEntry>) {
-    if !job.layers.slot || rt.stop.is_cancelled() || !job.backlog.load(Ordering::Acquire) {
-        return;
-    }
-    let (rt2, name) = (Arc::clone(rt), Arc::clone(&job.name));
-    let task: Pin<Box<dyn Future<Output = ()> + Send>> =
-        Box::pin(async move { due_round(&rt2, BATCH, |j| j.name == name).await });
-    rt.tracker.spawn(task);
 }
 
 /// Whether this replica may claim the job's due work now: not paused, and not running here with

@@ -43,7 +43,11 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) {
     rt.running.fetch_add(1, Ordering::AcqRel);
     run(&rt, admitted, info).instrument(span).await;
     rt.running.fetch_sub(1, Ordering::AcqRel);
-    super::recover::after_run(&rt, &job);
+    if job.layers.slot && job.backlog.load(Ordering::Acquire) {
+        // More of the job's work waits in the store: the recovery loop looks again now.
+        job.look_again.store(true, Ordering::Release);
+        rt.due_wake.notify_one();
+    }
 }
 
 async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
@@ -73,8 +77,11 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
         tokio::time::sleep(early).await;
     }
     tracing::info!(event = "job_started", level = %job.level, "job started");
-    let lag = (run.trigger == Trigger::Schedule)
-        .then(|| (rt.clock.now() - run.slot.scheduled_at).to_std().unwrap_or_default());
+    let lag = (run.trigger == Trigger::Schedule).then(|| {
+        (rt.clock.now() - run.slot.scheduled_at)
+            .to_std()
+            .unwrap_or_default()
+    });
     crate::metrics::run_started(&job.name, lag);
     let started = tokio::time::Instant::now();
     let watch = async {
@@ -82,7 +89,10 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
         lost.cancel();
         stop.cancel();
         crate::metrics::ownership_lost(&job.name);
-        tracing::warn!(event = "job_ownership_lost", "lost ownership while running; telling the job to stop");
+        tracing::warn!(
+            event = "job_ownership_lost",
+            "lost ownership while running; telling the job to stop"
+        );
         std::future::pending::<()>().await;
     };
     let ended = tokio::select! {
@@ -160,7 +170,12 @@ fn log_end(outcome: &RunOutcome, elapsed_ms: u64, accepted: bool) {
             tracing::info!(event = "job_succeeded", elapsed_ms, "job succeeded");
         }
         RunOutcome::Succeeded => {
-            tracing::warn!(event = "job_succeeded", elapsed_ms, accepted, "job succeeded, but the store refused the outcome: this attempt no longer held the run");
+            tracing::warn!(
+                event = "job_succeeded",
+                elapsed_ms,
+                accepted,
+                "job succeeded, but the store refused the outcome: this attempt no longer held the run"
+            );
         }
         RunOutcome::Failed { class, message } => {
             tracing::warn!(event = "job_failed", elapsed_ms, accepted, class = ?class, error = %message, "job failed");

@@ -96,7 +96,11 @@ async fn outage(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
         let mut admission = chain::admit(&rt, std::mem::take(&mut batch)).await;
         batch = std::mem::take(&mut admission.unavailable);
         if !admission.runs.is_empty() {
-            tracing::info!(event = "job_claimed_after_outage", runs = admission.runs.len(), "the store is back; slots claimed");
+            tracing::info!(
+                event = "job_claimed_after_outage",
+                runs = admission.runs.len(),
+                "the store is back; slots claimed"
+            );
         }
         follow(&rt, admission);
     }

@@ -118,7 +118,7 @@ impl Plan {
 fn following(rt: &Runtime, i: usize, slot: Slot, now: DateTime<Utc>) -> Option<Slot> {
     let job = &rt.jobs[i];
     let following = job.schedule.next_after(slot.scheduled_at);
-    if !following.is_some_and(|f| f.scheduled_at <= now) {
+    if following.is_none_or(|f| f.scheduled_at > now) {
         return following;
     }
     let skipped = job

@@ -297,7 +297,6 @@ impl SlotStore for MemoryBackend {
         let mut jobs: Vec<String> = inner
             .due(specs, now)
             .into_iter()
-            .filter(|(key, spec)| spec.overlap == Overlap::Allow || !inner.has_fresh_running(key, now))
             .map(|(key, _)| key.job)
             .collect();
         jobs.sort();
@@ -593,7 +592,12 @@ impl LockStore for MemoryBackend {
             let Some((holder, _)) = inner.locks.get(&lock.key) else {
                 continue;
             };
-            let runs = || inner.runs.iter().filter(|(k, r)| k.job == lock.job && r.status == RunStatus::Running);
+            let runs = || {
+                inner
+                    .runs
+                    .iter()
+                    .filter(|(k, r)| k.job == lock.job && r.status == RunStatus::Running)
+            };
             let holder_stale = runs().any(|(_, r)| r.owner == *holder && is_stale(r, now));
             let any_fresh = runs().any(|(_, r)| !is_stale(r, now));
             if holder != owner && holder_stale && !any_fresh {

@@ -337,10 +337,12 @@ pub trait SlotStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError>;
 
-    /// Which of the jobs in `specs` have work [`claim_due`](Self::claim_due) would hand out now, in
-    /// one read (nothing is written). The runtime asks first, so that it takes the flag and the
-    /// lock only of jobs with work waiting. The default answers every job (the runtime then tries
-    /// each); a database backend should look.
+    /// Which of the jobs in `specs` have work waiting for [`claim_due`](Self::claim_due), in one
+    /// read (nothing is written): due retries, hand-overs, manual and backfill runs, stale attempts,
+    /// buffered slots — including work that must wait for a running run of its job. The runtime
+    /// asks first, so that it takes the flag and the lock only of jobs with work waiting, and so
+    /// that the end of a run looks again at once when its job has more. The default answers every
+    /// job (the runtime then tries each); a database backend should look.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
