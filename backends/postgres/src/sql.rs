@@ -8,6 +8,15 @@ use std::sync::Arc;
 
 use sqlx::AssertSqlSafe;
 
+/// Takes the transaction-level claim lock of each job in `$1`, in the order of their keys (so two
+/// claimers of overlapping sets of jobs never wait on each other in a cycle). The keys live in the
+/// two-`int4` advisory space (class `0x736c6f74`, "slot"), apart from the session locks of the
+/// `lock` layer, which use `bigint` keys: a claim never waits for a job's running body.
+pub(crate) const LOCK_JOBS: &str = "
+SELECT count(pg_advisory_xact_lock(1936486260, k))
+FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY k) AS keys
+";
+
 /// Claims a batch of slots in one statement.
 ///
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
@@ -57,9 +66,10 @@ use sqlx::AssertSqlSafe;
 ///   `running`, the common case).
 ///
 /// The overlap check reads the statement's snapshot: two claimers claiming *different* new slots of
-/// one job and partition at the same instant do not see each other's uncommitted rows, and both may
-/// run (or both wait, with `buffer_one`). Overlap across replicas is decided against runs that were
-/// committed when the claim began.
+/// one job and partition at the same instant would not see each other's uncommitted rows. So the
+/// backend runs `CLAIM` and `CLAIM_DUE` after [`LOCK_JOBS`] in one transaction for every job whose
+/// overlap is not `allow`: the second claimer of a job waits for the first to commit, and its
+/// statement's snapshot, taken after the wait, sees the first one's rows.
 pub(crate) const CLAIM: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token,
