@@ -369,6 +369,8 @@ pub fn bounded(
         if let Some(at) = fenced.flatten() {
             ends.push((at, "fenced".into()));
         }
+        // An end before the start cannot be this execution's: a kill of an earlier process that
+        // had the same pid (pids are reused). Leaving it out only lengthens the interval.
         let (end, ended_by) = ends
             .into_iter()
             .filter(|(t, _)| *t >= start - OVERLAP_TOLERANCE)
