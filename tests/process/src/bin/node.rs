@@ -25,7 +25,7 @@
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
-//! <attempt> <token> <instance> <pid>`), then works for `--work-ms` (or until told to stop), then
+//! <attempt> <token> <instance> <pid> <unix_us>`, the last field the real time of the write), then works for `--work-ms` (or until told to stop), then
 //! appends `end ...` or `lost ...` with whether its ownership was lost. Duplicates are counted from the
 //! ledger, from what actually ran. Prints `ready` once started and `stopped ...` after a graceful
 //! shutdown on SIGTERM or SIGINT.
@@ -108,14 +108,17 @@ impl Args {
     }
 }
 
+/// Appends `line` and the real time in microseconds (the system clock, not the scheduler's clock,
+/// which `--skew-ms` and `--start-at` move), so that the checker can tell when bodies ran.
 fn append(ledger: &str, line: &str) {
+    let at = chrono::Utc::now().timestamp_micros();
     // One write per line with O_APPEND: lines of several processes never interleave.
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(ledger)
     {
-        let _ = f.write_all(format!("{line}\n").as_bytes());
+        let _ = f.write_all(format!("{line} {at}\n").as_bytes());
         let _ = f.sync_data();
     }
 }
