@@ -418,7 +418,8 @@ WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at 
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the
-/// session is another process's lock connection (its `application_name` names the owner) whose
+/// session is another process's lock connection (its `application_name` is the lock sessions'
+/// name `$3` followed by the owner, see `locks::session_name`) whose
 /// runs of the job are `running` with an expired heartbeat, and no run of the job is fresh: a
 /// frozen or cut-off holder. Answers the keys whose holder was ended.
 pub(crate) const BREAK_STALE_LOCKS: &str = r#"
@@ -435,7 +436,7 @@ WITH holders AS MATERIALIZED (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'
             AND r.heartbeat_at + r.stale_after < now()
-            AND a.application_name = left('slotguard ' || r.owner, 63))
+            AND a.application_name = left($3 || ' ' || r.owner, 63))
       AND NOT EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'

@@ -807,7 +807,7 @@ fn terminate(sc: &mut Sc) -> Outcome {
                 .block_on(
                     sqlx::query_as(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE application_name = $1 OR application_name = $1 || ' (slotguard locks)'",
+                     WHERE application_name = $1 OR application_name LIKE $1 || ' (slotguard locks)%'",
                     )
                     .bind(&app)
                     .fetch_all(&pool),

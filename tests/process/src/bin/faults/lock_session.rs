@@ -13,7 +13,7 @@ fn lock_session(sc: &Sc, pool: &sqlx::PgPool, instance: &str) -> Option<(i32, Ve
             sqlx::query_as(
                 "SELECT a.pid, array_agg((l.classid::bigint << 32) | l.objid::bigint) \
                  FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid \
-                 WHERE a.application_name = $1 || ' (slotguard locks)' \
+                 WHERE a.application_name LIKE $1 || ' (slotguard locks)%' \
                    AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
                  GROUP BY a.pid",
             )
