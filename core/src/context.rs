@@ -74,6 +74,7 @@ pub const MAX_CHECKPOINT_BYTES: usize = 1 << 20;
 
 /// Why a checkpoint was not saved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckpointError {
     /// Checkpoints live in slot rows: the job is not at the `slot` level.
     #[error("checkpoints need the `slot` guard level")]

@@ -32,6 +32,7 @@ impl fmt::Debug for SchedulerHandle {
 
 /// What a shutdown did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Job bodies running when shutdown began.
     pub in_flight: usize,

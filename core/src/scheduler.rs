@@ -790,6 +790,7 @@ impl fmt::Display for BuildError {
 
 /// One problem found by [`SchedulerBuilder::build`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The job's expression or zone is invalid.
     #[error("job `{job}`: {source}")]

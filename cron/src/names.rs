@@ -9,6 +9,7 @@ pub const MAX_NAME_CHARS: usize = 200;
 
 /// Why a job name or partition key cannot be stored or shown safely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NameProblem {
     /// Empty, or only white space (for a partition key: empty, the key of unpartitioned runs).
     Empty,

@@ -195,9 +195,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
             "job name is {chars} characters long; the limit is {}",
             slotguard_cron::MAX_NAME_CHARS
         ),
-        NameProblem::Control | NameProblem::Colon => {
-            format!("job name `{}` {problem}", shown(name))
-        }
+        _ => format!("job name `{}` {problem}", shown(name)),
     })
 }
 

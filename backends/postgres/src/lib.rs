@@ -844,7 +844,6 @@ impl LockStore for PgBackend {
         let freed: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.break_stale_locks))
             .bind(&keys)
             .bind(&jobs)
-            .bind(self.inner.locks.app_name())
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

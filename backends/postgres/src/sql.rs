@@ -418,8 +418,8 @@ WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at 
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the
-/// session is another process's lock connection (its `application_name` is the lock sessions'
-/// name `$3` followed by the owner, see `locks::session_name`) whose
+/// session is another process's lock connection (its `application_name` ends with
+/// ` (slotguard locks) <owner>`, the owner perhaps cut short; see `locks::session_name`) whose
 /// runs of the job are `running` with an expired heartbeat, and no run of the job is fresh: a
 /// frozen or cut-off holder. Answers the keys whose holder was ended.
 pub(crate) const BREAK_STALE_LOCKS: &str = r#"
@@ -431,12 +431,21 @@ WITH holders AS MATERIALIZED (
      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
      AND ((l.classid::bigint << 32) | l.objid::bigint) = s.k
     JOIN pg_stat_activity a ON a.pid = l.pid
+    CROSS JOIN LATERAL (
+        SELECT substr(a.application_name,
+                      strpos(a.application_name, ' (slotguard locks) ') + 19) AS owner
+    ) named
     WHERE a.pid <> pg_backend_pid()
+      AND strpos(a.application_name, ' (slotguard locks) ') > 0
+      AND named.owner <> ''
       AND EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'
             AND r.heartbeat_at + r.stale_after < now()
-            AND a.application_name = left($3 || ' ' || r.owner, 63))
+            -- The whole owner, unless PostgreSQL cut the name at its 63 bytes.
+            AND (r.owner = named.owner
+                 OR (octet_length(a.application_name) >= 63
+                     AND starts_with(r.owner, named.owner))))
       AND NOT EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'

@@ -37,6 +37,7 @@ pub(crate) mod slot;
 /// Why a guard did not let a slot run. Recorded (where a store exists) and logged as
 /// `job_claim_skipped`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SkipReason {
     /// The job's previous run in this process is still going (`local`).
     RunningHere,
@@ -107,6 +108,7 @@ pub(crate) enum Decision {
 
 /// How a run ended, as the guards see it when they release.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RunOutcome {
     /// The body returned `Ok`.
     Succeeded,

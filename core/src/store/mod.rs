@@ -148,6 +148,7 @@ pub fn not_due(request: &ClaimRequest, now: DateTime<Utc>) -> bool {
 
 /// The answer to one claim request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Claim {
     /// This process holds the attempt.
     Won(Lease),
@@ -275,6 +276,7 @@ pub struct DueClaim {
 
 /// A store could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The store cannot be reached; nothing was changed.
     #[error("store unavailable: {0}")]
@@ -308,6 +310,10 @@ pub trait SlotStore: Send + Sync + 'static {
     ///   store's clock is [`Claim::NotDue`], and nothing is written for it.
     ///
     /// A batch holds at most one request per job and partition.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes may leave slots claimed that nobody runs; their rows
+    /// go stale after their threshold and are recovered like those of a dead process.
     async fn claim(&self, owner: &str, requests: &[ClaimRequest])
     -> Result<Vec<Claim>, StoreError>;
 
@@ -354,6 +360,10 @@ pub trait SlotStore: Send + Sync + 'static {
     /// each becomes a `skipped` row with `reason`, unless a row for it exists already
     /// (then nothing changes), or it is a scheduled slot not due yet (see [`Claim::NotDue`]). One
     /// round trip.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: recording is idempotent (an existing row is left alone), the caller may record
+    /// again.
     async fn record_skipped(
         &self,
         requests: &[ClaimRequest],
@@ -362,10 +372,17 @@ pub trait SlotStore: Send + Sync + 'static {
 
     /// Refreshes the heartbeat of every attempt `owner` holds with one of `tokens`, in one statement,
     /// and returns the tokens still held. A token missing from the answer means ownership was lost.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a heartbeat only moves a time forward; the next one repeats it.
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError>;
 
     /// Records how an attempt ended, only if `owner` still holds the run with `lease.token` and it is
     /// `running`. Returns `false` when ownership was lost: nothing is written then.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have recorded the outcome; an attempt whose outcome was
+    /// not recorded stays `running` until its heartbeat is stale, and is then recovered.
     async fn finish(&self, owner: &str, lease: &Lease, finish: &Finish)
     -> Result<bool, StoreError>;
 
@@ -386,6 +403,9 @@ pub trait SlotStore: Send + Sync + 'static {
 
     /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`
     /// and it is `running`. Returns `false` when ownership was lost: nothing is written then.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have saved `data`; the previous checkpoint stays whole.
     async fn save_checkpoint(
         &self,
         owner: &str,
@@ -394,6 +414,9 @@ pub trait SlotStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
 
     /// The checkpoint last saved under the run, by any of its attempts.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError>;
 
     /// The store's clock: the one it judges heartbeats and leases by (`clock_timestamp()` in
@@ -426,6 +449,10 @@ pub struct LockLease {
 #[async_trait]
 pub trait LockStore: Send + Sync + 'static {
     /// Tries every key without waiting, in one round trip; `None` where another owner holds it.
+    ///
+    /// # Cancel safety
+    /// Must be cancel safe: locks granted after the caller went away are released again (the
+    /// runtime relies on it; the PostgreSQL and SQLite backends do so).
     async fn try_lock(
         &self,
         owner: &str,
@@ -433,6 +460,10 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> Result<Vec<Option<LockLease>>, StoreError>;
 
     /// Releases keys `owner` holds.
+    ///
+    /// # Cancel safety
+    /// Should complete even if the caller goes away; a lock left held is released when its session
+    /// ends (PostgreSQL) or its lease expires (SQLite).
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError>;
 
     /// Frees the locks in `locks` whose holder (another process) is frozen or cut off: it holds the
@@ -453,6 +484,9 @@ pub trait LockStore: Send + Sync + 'static {
     /// Records which job each key belongs to, so that two binaries sharing a store cannot use one key
     /// for different jobs without noticing. Fails with [`StoreError::Rejected`] naming both jobs when a
     /// key is registered to another job. The default records nothing (a store private to one process).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: registration is idempotent.
     async fn register_lock_keys(
         &self,
         _namespace: &str,

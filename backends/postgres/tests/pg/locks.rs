@@ -269,3 +269,60 @@ async fn try_start_refuses_a_key_another_binary_gave_to_another_job() {
         "{message}"
     );
 }
+
+/// A process frozen while it holds a job's lock and runs it: once its run is stale and no run of the
+/// job is fresh, another replica ends its lock session (found by the owner its `application_name`
+/// names) and takes the lock. While the run is fresh, or for a holder with no stale run of the job,
+/// nothing is ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holders_lock_is_broken_only_once_its_runs_are_stale() {
+    use slotguard::store::{SlotStore, StaleLock};
+    let schema = TestSchema::new();
+    let frozen = schema
+        .builder()
+        .lock_liveness_interval(LIVENESS)
+        .connect()
+        .await
+        .expect("connect");
+    let other = schema.backend().await;
+    let (key, idle_key) = (lock_key(), lock_key());
+    let lease = frozen
+        .try_lock("frozen:1", &[key, idle_key])
+        .await
+        .expect("lock");
+    let lease = lease[0].clone().expect("free key");
+    let run =
+        slotguard_tests::request("frozen_job", "2026-03-01T00:00:00Z", Duration::from_secs(1));
+    crate::common::won(&frozen.claim("frozen:1", &[run]).await.expect("claim")[0]);
+    let ask = [
+        StaleLock {
+            key,
+            job: "frozen_job".into(),
+        },
+        StaleLock {
+            key: idle_key,
+            job: "no_runs".into(),
+        },
+    ];
+    assert!(
+        other
+            .break_stale_locks("b", &ask)
+            .await
+            .expect("break")
+            .is_empty(),
+        "a fresh run: its holder is alive"
+    );
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let freed = other.break_stale_locks("b", &ask).await.expect("break");
+    assert_eq!(freed, [key], "only the key whose job's run went stale");
+    tokio::time::timeout(LIVENESS + SLACK, lease.lost.cancelled())
+        .await
+        .expect("the frozen holder hears that its lock is gone");
+    let taken = eventually(SLACK, || async {
+        other.try_lock("b", &[key]).await.expect("lock")[0].is_some()
+    })
+    .await;
+    assert!(taken, "the lock is free for another replica");
+    other.close().await;
+    frozen.close().await;
+}

@@ -9,7 +9,8 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
     let mut out = Outcome::new(
         "every missed slot has one catch_up row, which ends succeeded; every catch-up attempt interrupted by kill -9 is taken over within stale (2 s) + 5 s; (a)-(e)",
     );
-    // 800 ms of work at 4 starts per second: about three catch-up runs in flight at any moment.
+    // 800 ms of work, planned at 4 starts per second; the job's runs go one at a time (overlap
+    // `skip`), so the store hands the catch-up runs out between scheduled slots.
     let args = with_common(&[
         "--jobs",
         "1",
@@ -46,8 +47,24 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
         kills.push((pid, sc.kill(pid)));
         nodes[i] = sc.spawn(&format!("n{i}"), &args);
     }
-    // Every interrupted attempt goes stale and is taken over; the drain finishes.
-    sleep(Duration::from_millis(STALE_MS) + secs(5));
+    // Every interrupted attempt goes stale and is taken over; the drain finishes. A `skip` job runs
+    // one body at a time, so catch-up runs take turns with the scheduled slots: allow each missed
+    // slot two seconds (a turn), and stop waiting as soon as every catch-up row has ended.
+    let drained_by = Instant::now() + Duration::from_millis(STALE_MS) + secs(5 + 2 * down_for);
+    while Instant::now() < drained_by {
+        sleep(secs(1));
+        let (runs, _) = sc.runs();
+        let open = runs.iter().any(|r| {
+            r.trigger == Trigger::CatchUp
+                && matches!(
+                    r.status,
+                    RunStatus::Pending | RunStatus::Running | RunStatus::Abandoned
+                )
+        });
+        if !open && runs.iter().any(|r| r.trigger == Trigger::CatchUp) {
+            break;
+        }
+    }
     let to = Utc::now() - chrono_ms(1_000);
     unclean += stop_all(nodes);
 
