@@ -85,6 +85,27 @@ impl Drop for TestSchema {
     }
 }
 
+/// The tables the migrations create, by name.
+pub(crate) const TABLES: [&str; 6] = [
+    "job_run_attempts",
+    "job_run_audit",
+    "job_runs",
+    "jobs",
+    "lock_keys",
+    "migrations",
+];
+
+/// The tables in `schema`, by name.
+pub(crate) async fn tables(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+    )
+    .bind(schema)
+    .fetch_all(pool)
+    .await
+    .expect("tables")
+}
+
 /// The lease of a won claim.
 pub(crate) fn won(claim: &Claim) -> Lease {
     match claim {
