@@ -12,7 +12,7 @@ use sqlx::{Connection, PgConnection};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
-use crate::common::{TABLES, TestSchema, database_url, eventually, tables};
+use crate::common::{Connect, TABLES, TestSchema, database_url, eventually, tables};
 
 /// A backend in a schema of its own, dropped with it.
 struct Fresh {

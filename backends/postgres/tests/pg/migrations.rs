@@ -3,7 +3,7 @@
 use slotguard_postgres::{PgBackend, PgError};
 use tokio::task::JoinSet;
 
-use crate::common::{TABLES, TestSchema, database_url, tables};
+use crate::common::{Connect, TABLES, TestSchema, database_url, tables};
 
 async fn applied(backend: &PgBackend) -> Vec<(i64, String)> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
