@@ -6,10 +6,38 @@ use chrono::{DateTime, NaiveDate, Utc};
 use slotguard_cron::Slot;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::guard::RunInfo;
-use crate::runtime::Candidate;
+use async_trait::async_trait;
+
 use crate::state::{MissingState, StateMap};
-use crate::store::{Backend, Lease, StoreError, Trigger};
+use crate::store::{StoreError, Trigger};
+
+/// The slot a body runs for, as the chain admitted it.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSlot {
+    pub(crate) slot: Slot,
+    pub(crate) trigger: Trigger,
+    /// Empty when the job is not partitioned.
+    pub(crate) partition: Arc<str>,
+}
+
+/// What the run's context learns from the permits it holds.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RunInfo {
+    pub(crate) run_id: Option<i64>,
+    pub(crate) attempt: Option<u32>,
+    pub(crate) fencing_token: Option<i64>,
+}
+
+/// Where a run's checkpoints go: the slot layer, which writes them under the attempt's fencing
+/// token.
+#[async_trait]
+pub(crate) trait Checkpoints: Send + Sync + std::fmt::Debug {
+    /// Saves `data`; `false` when the attempt no longer holds the run.
+    async fn save(&self, data: &str) -> Result<bool, StoreError>;
+
+    /// The checkpoint an earlier attempt saved.
+    async fn load(&self) -> Result<Option<String>, StoreError>;
+}
 
 /// The context of one run, handed to the job body.
 ///
@@ -38,22 +66,7 @@ pub struct JobContext {
     pub(crate) stop: CancellationToken,
     pub(crate) lost: CancellationToken,
     pub(crate) checkpoint: Option<Arc<str>>,
-    pub(crate) saver: Option<Arc<CheckpointSaver>>,
-}
-
-/// Where [`JobContext::save_checkpoint`] writes: the run's row, fenced by the attempt's token.
-pub(crate) struct CheckpointSaver {
-    pub(crate) store: Arc<dyn Backend>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) lease: Lease,
-}
-
-impl std::fmt::Debug for CheckpointSaver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckpointSaver")
-            .field("lease", &self.lease)
-            .finish_non_exhaustive()
-    }
+    pub(crate) saver: Option<Arc<dyn Checkpoints>>,
 }
 
 /// The largest checkpoint accepted, in bytes.
@@ -78,18 +91,14 @@ pub enum CheckpointError {
 
 impl JobContext {
     pub(crate) fn new(
-        candidate: &Candidate,
+        job: Arc<str>,
+        run: &RunSlot,
         info: RunInfo,
         state: Arc<StateMap>,
-        stop: CancellationToken,
-        lost: CancellationToken,
+        (stop, lost): (CancellationToken, CancellationToken),
     ) -> Self {
-        let (job, slot, trigger) = (
-            Arc::clone(&candidate.job.name),
-            candidate.slot,
-            candidate.trigger,
-        );
-        let partition = (!candidate.partition.is_empty()).then(|| Arc::clone(&candidate.partition));
+        let (slot, trigger) = (run.slot, run.trigger);
+        let partition = (!run.partition.is_empty()).then(|| Arc::clone(&run.partition));
         // Scheduled slots fall on whole seconds; manual runs carry milliseconds so that their keys
         // cannot equal a scheduled slot's.
         let format = if slot.scheduled_at.timestamp_subsec_millis() == 0 {
@@ -191,9 +200,20 @@ impl JobContext {
         self.stop.is_cancelled()
     }
 
-    /// Completes when this run lost its ownership: its lock's session died or another process took
-    /// the slot over after a missed heartbeat. Whatever the job writes afterwards with its fencing
-    /// token must be refused by the store it writes to. Cancel safe.
+    /// Completes when this run really lost its ownership, and [`cancelled`](Self::cancelled)
+    /// completes with it:
+    ///
+    /// - at the `slot` level, when the slot row is no longer this attempt's: a heartbeat or a
+    ///   fenced write was refused because another process took the run over (after this one missed
+    ///   its heartbeats, was frozen, or the store fenced it for a newer slot), an operator cancelled
+    ///   it, or a `replace` slot superseded it. Losing only the lock's database session is **not**
+    ///   a loss at this level: the row is still this attempt's, the run goes on and the lock is
+    ///   taken again on a fresh session;
+    /// - at the `lock` level (no row to judge by), when the lock's session died or its lease
+    ///   expired: another process may hold the lock now.
+    ///
+    /// Never at the `none` and `local` levels. Whatever the job writes afterwards with its fencing
+    /// token must be refused by the system it writes to. Cancel safe.
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
         self.lost.cancelled()
     }
@@ -222,11 +242,7 @@ impl JobContext {
             return Err(CheckpointError::TooLarge(data.len()));
         }
         let saver = self.saver.as_ref().ok_or(CheckpointError::NotAvailable)?;
-        if saver
-            .store
-            .save_checkpoint(&saver.owner, &saver.lease, &data)
-            .await?
-        {
+        if saver.save(&data).await? {
             Ok(())
         } else {
             Err(CheckpointError::Lost)

@@ -9,8 +9,7 @@ use futures::future::BoxFuture;
 use slotguard_cron::DstPolicy;
 
 use crate::context::JobContext;
-use crate::guard::GuardLevel;
-use crate::policy::{CatchUp, Overlap, RetryPolicy};
+use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
 
 /// The body of a job, type-erased.
 pub(crate) type Handler = Arc<dyn Fn(JobContext) -> BoxFuture<'static, JobResult> + Send + Sync>;

@@ -43,6 +43,7 @@ extern crate self as slotguard;
 pub mod admin;
 mod clock;
 mod context;
+mod entry;
 pub mod guard;
 mod handle;
 mod job;
@@ -69,6 +70,7 @@ pub use slotguard_cron::{
     CronExpr, DstPolicy, Field, FieldError, ParseError, Schedule, ScheduleError, Slot, Tz,
     UnknownDstPolicy, UnknownZone, parse_zone,
 };
+pub use slotguard_cron::{NameProblem, check_job_name, check_partition};
 pub use slotguard_macros::scheduled;
 pub use state::MissingState;
 pub use store::memory::MemoryBackend;

@@ -144,6 +144,31 @@ impl RetryPolicy {
     }
 }
 
+/// What happens to a run after a failed attempt, by [`RetryPolicy::after_failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// Another attempt, this long from now.
+    Retry(Duration),
+    /// Transient, but the attempts are used up: a person has to look (`dead`).
+    Exhausted,
+    /// No retry was configured (`failed`), or the error is permanent (`dead`).
+    Final,
+}
+
+impl RetryPolicy {
+    /// The decision after attempt number `attempt` failed with an error of `class`.
+    pub(crate) fn after_failure(&self, class: crate::ErrorClass, attempt: u32) -> AfterFailure {
+        match (class, self.delay_after(attempt)) {
+            (crate::ErrorClass::Permanent, _) => AfterFailure::Final,
+            (crate::ErrorClass::Transient, Some(wait)) => AfterFailure::Retry(wait),
+            (crate::ErrorClass::Transient, None) if self.max_attempts > 1 => {
+                AfterFailure::Exhausted
+            }
+            (crate::ErrorClass::Transient, None) => AfterFailure::Final,
+        }
+    }
+}
+
 fn random_fraction() -> f64 {
     use std::hash::{BuildHasher, RandomState};
     (RandomState::new().hash_one(std::time::SystemTime::now()) >> 11) as f64 / (1u64 << 53) as f64
@@ -230,15 +255,82 @@ impl CatchUp {
 
 /// A deterministic offset in `[0, spread)` for `(job, slot)`: every replica computes the same one.
 pub(crate) fn slot_jitter(job: &str, slot_ms: i64, spread: Duration) -> Duration {
-    // FNV-1a 64: stable across builds and platforms.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in job.bytes().chain(slot_ms.to_le_bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let hash = fnv1a(job.bytes().chain(slot_ms.to_le_bytes()));
     let nanos = spread.as_nanos();
     if nanos == 0 {
         return Duration::ZERO;
     }
     Duration::from_nanos((u128::from(hash) % nanos) as u64)
+}
+
+/// FNV-1a 64 of `bytes`: stable across builds, platforms and Rust versions, so that every replica
+/// derives the same value.
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// How much exclusion a job gets. Levels are cumulative: each includes the ones before it.
+///
+/// | level | chain | guarantee |
+/// |---|---|---|
+/// | `none` | job | nothing |
+/// | `local` | running flag | no overlap inside one process |
+/// | `lock` | flag → advisory lock | no concurrent run across the cluster; no history |
+/// | `slot` | flag → lock → slot row | each slot claimed once across the cluster, with history, recovery and retries |
+///
+/// The default is `slot` when the scheduler has a backend and `local` when it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GuardLevel {
+    /// No exclusion at all.
+    None,
+    /// A per-process running flag.
+    Local,
+    /// The flag and a cluster-wide lock.
+    Lock,
+    /// The flag, the lock and a slot row.
+    Slot,
+}
+
+impl GuardLevel {
+    /// The level's name as written in attributes and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GuardLevel::None => "none",
+            GuardLevel::Local => "local",
+            GuardLevel::Lock => "lock",
+            GuardLevel::Slot => "slot",
+        }
+    }
+}
+
+impl fmt::Display for GuardLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A guard level name that is not one of `none`, `local`, `lock`, `slot`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown guard level `{0}`: expected none, local, lock or slot")]
+pub struct UnknownGuardLevel(pub String);
+
+impl FromStr for GuardLevel {
+    type Err = UnknownGuardLevel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            GuardLevel::None,
+            GuardLevel::Local,
+            GuardLevel::Lock,
+            GuardLevel::Slot,
+        ]
+        .into_iter()
+        .find(|l| l.as_str() == s)
+        .ok_or_else(|| UnknownGuardLevel(s.chars().take(64).collect()))
+    }
 }

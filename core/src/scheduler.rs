@@ -6,12 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Duration;
 
-use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Tz, UnknownZone, parse_zone};
+use slotguard_cron::{
+    DstPolicy, Schedule, ScheduleError, Tz, UnknownZone, check_job_name, parse_zone,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::shown;
 use crate::clock::{Clock, ClockSync, SharedClock, SystemClock};
+use crate::entry::{JobEntry, Layers};
 use crate::guard::local::LocalGuard;
 use crate::guard::lock::{LockGuard, unlocker};
 use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
@@ -19,12 +22,12 @@ use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
 use crate::policy::{CatchUp, Overlap};
-use crate::runtime::{JobEntry, Runtime};
+use crate::runtime::Runtime;
 use crate::state::StateMap;
 use crate::store::Backend;
 
 /// The longest job name accepted, in characters.
-pub const MAX_JOB_NAME_CHARS: usize = 200;
+pub const MAX_JOB_NAME_CHARS: usize = slotguard_cron::MAX_NAME_CHARS;
 
 /// A scheduler with every job validated, ready to [`start`](Scheduler::start).
 ///
@@ -43,8 +46,6 @@ pub const MAX_JOB_NAME_CHARS: usize = 200;
 pub struct Scheduler {
     runtime: Arc<Runtime>,
     backend: Option<Arc<dyn Backend>>,
-    heartbeats: Option<Arc<Heartbeats>>,
-    slots: Option<Arc<SlotGuard>>,
     recovery_interval: Duration,
     external: Option<CancellationToken>,
     namespace: String,
@@ -105,7 +106,7 @@ impl Scheduler {
                 backend.register_lock_keys(&self.namespace, &keys).await?;
             }
         }
-        let prepared = match (&self.backend, &self.slots) {
+        let prepared = match (&self.backend, &self.runtime.slots) {
             (Some(backend), slots) => {
                 crate::runtime::control::register(&self.runtime, &**backend).await?;
                 match slots {
@@ -144,7 +145,8 @@ impl Scheduler {
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
-        if let (Some(backend), Some(heartbeats)) = (&self.backend, self.heartbeats) {
+        if let (Some(backend), Some(slots)) = (&self.backend, &self.runtime.slots) {
+            let heartbeats = Arc::clone(&slots.heartbeats);
             let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
             let backend = Arc::clone(backend);
             tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
@@ -160,16 +162,18 @@ impl Scheduler {
                 if let Some(store) = first {
                     sync_clock(&rt, &*store).await;
                 }
-                rt.tracker.spawn(crate::runtime::drive(Arc::clone(&rt)));
+                rt.tracker
+                    .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
                 crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
             });
         } else {
-            rt.tracker.spawn(crate::runtime::drive(Arc::clone(rt)));
+            rt.tracker
+                .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
         }
         if let Some(backend) = self.backend {
             let (rt, slots, every, rate) = (
                 Arc::clone(rt),
-                self.slots.clone(),
+                self.runtime.slots.clone(),
                 self.recovery_interval,
                 self.catch_up_rate,
             );
@@ -178,17 +182,16 @@ impl Scheduler {
                     Some(due) => due,
                     None => prepare(&rt, &*backend, slots.as_deref(), rate).await,
                 };
-                if let (Some(slots), false) = (slots, due.is_empty()) {
+                if slots.is_some() && !due.is_empty() {
                     rt.tracker
-                        .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), slots, due));
+                        .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), due));
                 }
                 crate::runtime::control::watch(rt, backend, every).await;
             });
         }
-        if let Some(slots) = self.slots {
+        if self.runtime.slots.is_some() {
             self.runtime.tracker.spawn(crate::runtime::recover::recover(
                 Arc::clone(&self.runtime),
-                slots,
                 self.recovery_interval,
             ));
         }
@@ -283,6 +286,7 @@ pub struct SchedulerBuilder {
     instance_id: Option<String>,
     namespace: String,
     catch_up_rate: f64,
+    spread: Option<Duration>,
 }
 
 impl Default for SchedulerBuilder {
@@ -308,6 +312,7 @@ impl Default for SchedulerBuilder {
             instance_id: None,
             namespace: "default".to_owned(),
             catch_up_rate: 1.0,
+            spread: None,
         }
     }
 }
@@ -340,6 +345,18 @@ impl SchedulerBuilder {
     /// `t` seconds holds at most `rate × t + 1` catch-up starts.
     pub fn catch_up_rate(mut self, per_second: f64) -> Self {
         self.catch_up_rate = per_second;
+        self
+    }
+
+    /// How much load spreading delays this replica's claims, at most (default 20 ms with a backend;
+    /// none without one, or with an injected [`clock`](Self::clock)). Replicas whose timers fire
+    /// together otherwise see the fastest one claim every slot of every tick; with a spread, each
+    /// replica waits one of four steps of it, chosen per job and slot by a hash of its instance id,
+    /// so each job's slot goes to a different replica. The delay is before the claim: with
+    /// [`claim_ahead`](Self::claim_ahead) at least as long, bodies still start at their instant.
+    /// `Duration::ZERO` turns it off; at most 1 s.
+    pub fn load_spread(mut self, spread: Duration) -> Self {
+        self.spread = Some(spread);
         self
     }
 
@@ -473,8 +490,9 @@ impl SchedulerBuilder {
     ///
     /// # Errors
     /// A [`BuildError`] listing every problem found, each naming its job.
-    pub fn build(self) -> Result<Scheduler, BuildError> {
-        let mut problems = Vec::new();
+    pub fn build(mut self) -> Result<Scheduler, BuildError> {
+        let mut problems = self.check_settings();
+        let jobs = self.all_jobs();
         let default_zone = match self.default_tz.as_deref().map(parse_zone).transpose() {
             Ok(zone) => zone.unwrap_or(Tz::UTC),
             Err(e) => {
@@ -482,27 +500,87 @@ impl SchedulerBuilder {
                 Tz::UTC
             }
         };
-        let default_level = self.default_guard.unwrap_or(if self.backend.is_some() {
-            GuardLevel::Slot
-        } else {
-            GuardLevel::Local
-        });
+        let defaults = Defaults {
+            zone: default_zone,
+            level: self.default_guard.unwrap_or(if self.backend.is_some() {
+                GuardLevel::Slot
+            } else {
+                GuardLevel::Local
+            }),
+            dst: self.default_dst,
+            has_backend: self.backend.is_some(),
+            stale_after: self.stale_after,
+            namespace: &self.namespace,
+        };
+        let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
+        let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());
+        let mut keys: HashMap<i64, String> = HashMap::with_capacity(jobs.len());
+        for job in &jobs {
+            if check_job_name(&job.name).is_ok() && names.insert(&job.name, ()).is_some() {
+                problems.push(ConfigError::DuplicateName {
+                    job: job.name.clone(),
+                });
+                continue;
+            }
+            match validate(job, &defaults) {
+                Ok(entry) if entry.level >= GuardLevel::Lock => {
+                    if let Some(other) = keys.insert(entry.lock_key, job.name.clone()) {
+                        problems.push(ConfigError::LockKeyCollision {
+                            key: entry.lock_key,
+                            first: other,
+                            second: job.name.clone(),
+                        });
+                        continue;
+                    }
+                    entries.push(Arc::new(entry));
+                }
+                Ok(entry) => entries.push(Arc::new(entry)),
+                Err(problem) => problems.push(problem),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(BuildError { problems });
+        }
+        let runtime = self.runtime(entries);
+        Ok(self.scheduler(runtime))
+    }
+
+    /// The scheduler-wide settings that are out of range.
+    fn check_settings(&self) -> Vec<ConfigError> {
+        let mut problems = Vec::new();
+        let mut setting = |setting: &'static str, problem: String| {
+            problems.push(ConfigError::Setting { setting, problem });
+        };
         if self.claim_ahead > Duration::from_secs(1) {
-            problems.push(ConfigError::Setting {
-                setting: "claim_ahead",
-                problem: format!("{:?} is longer than the 1 s allowed", self.claim_ahead),
-            });
+            setting(
+                "claim_ahead",
+                format!("{:?} is longer than the 1 s allowed", self.claim_ahead),
+            );
+        }
+        if self.spread.is_some_and(|s| s > Duration::from_secs(1)) {
+            setting(
+                "load_spread",
+                format!(
+                    "{:?} is longer than the 1 s allowed",
+                    self.spread.unwrap_or_default()
+                ),
+            );
         }
         if !(self.catch_up_rate.is_finite() && self.catch_up_rate > 0.0) {
-            problems.push(ConfigError::Setting {
-                setting: "catch_up_rate",
-                problem: format!(
+            setting(
+                "catch_up_rate",
+                format!(
                     "{} is not a positive number of runs per second",
                     self.catch_up_rate
                 ),
-            });
+            );
         }
-        let mut jobs = self.jobs;
+        problems
+    }
+
+    /// The listed jobs, then the discovered ones not listed.
+    fn all_jobs(&mut self) -> Vec<Job> {
+        let mut jobs = std::mem::take(&mut self.jobs);
         if self.discover {
             for found in job::discovered() {
                 let listed = jobs
@@ -513,125 +591,14 @@ impl SchedulerBuilder {
                 }
             }
         }
+        jobs
+    }
 
-        let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
-        let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());
-        let mut keys: HashMap<i64, String> = HashMap::with_capacity(jobs.len());
-        for job in &jobs {
-            if let Err(reason) = check_name(&job.name) {
-                problems.push(ConfigError::InvalidName {
-                    job: shown(&job.name),
-                    reason,
-                });
-                continue;
-            }
-            if names.insert(&job.name, ()).is_some() {
-                problems.push(ConfigError::DuplicateName {
-                    job: job.name.clone(),
-                });
-                continue;
-            }
-            let zone = match job.tz.as_deref().map(parse_zone).transpose() {
-                Ok(zone) => zone.unwrap_or(default_zone),
-                Err(e) => {
-                    problems.push(ConfigError::Schedule {
-                        job: job.name.clone(),
-                        source: e.into(),
-                    });
-                    continue;
-                }
-            };
-            let expr = match job.cron.parse() {
-                Ok(expr) => expr,
-                Err(e) => {
-                    problems.push(ConfigError::Schedule {
-                        job: job.name.clone(),
-                        source: ScheduleError::Cron(e),
-                    });
-                    continue;
-                }
-            };
-            let level = job.guard.unwrap_or(default_level);
-            if level >= GuardLevel::Lock && self.backend.is_none() {
-                problems.push(ConfigError::NeedsBackend {
-                    job: job.name.clone(),
-                    level,
-                });
-                continue;
-            }
-            let overlap = job.overlap.unwrap_or_default();
-            if overlap != Overlap::Skip && level != GuardLevel::Slot {
-                problems.push(ConfigError::NeedsSlotLevel {
-                    job: job.name.clone(),
-                    what: "an overlap policy other than `skip`",
-                });
-                continue;
-            }
-            let retry = job.retry.unwrap_or_default();
-            if job.retry.is_some_and(|r| r.max_attempts > 1) && level != GuardLevel::Slot {
-                problems.push(ConfigError::NeedsSlotLevel {
-                    job: job.name.clone(),
-                    what: "retries",
-                });
-                continue;
-            }
-            if job.catch_up.is_some_and(|c| c != CatchUp::Skip) && level != GuardLevel::Slot {
-                problems.push(ConfigError::NeedsSlotLevel {
-                    job: job.name.clone(),
-                    what: "a catch-up policy",
-                });
-                continue;
-            }
-            if job.partitions.is_some() && level != GuardLevel::Slot {
-                problems.push(ConfigError::NeedsSlotLevel {
-                    job: job.name.clone(),
-                    what: "partitions",
-                });
-                continue;
-            }
-            if job.deadline.is_some() && level != GuardLevel::Slot {
-                problems.push(ConfigError::NeedsSlotLevel {
-                    job: job.name.clone(),
-                    what: "a deadline",
-                });
-                continue;
-            }
-            let lock_key = job
-                .lock_key
-                .unwrap_or_else(|| derive_lock_key(&self.namespace, &job.name));
-            if level >= GuardLevel::Lock
-                && let Some(other) = keys.insert(lock_key, job.name.clone())
-            {
-                problems.push(ConfigError::LockKeyCollision {
-                    key: lock_key,
-                    first: other,
-                    second: job.name.clone(),
-                });
-                continue;
-            }
-            entries.push(Arc::new(JobEntry {
-                name: Arc::from(job.name.as_str()),
-                schedule: Schedule::new(expr, zone, job.dst.unwrap_or(self.default_dst)),
-                level,
-                lock_key,
-                running: AtomicBool::new(false),
-                handler: Arc::clone(&job.handler),
-                stale_after: self.stale_after,
-                retry,
-                overlap,
-                catch_up: job.catch_up.unwrap_or_default(),
-                deadline: job.deadline,
-                partitions: job.partitions.clone(),
-                paused: AtomicBool::new(false),
-            }));
-        }
-        if !problems.is_empty() {
-            return Err(BuildError { problems });
-        }
-
-        let owner: Arc<str> = Arc::from(self.instance_id.unwrap_or_else(default_instance_id));
+    /// The runtime of validated `jobs`: the guard layers this scheduler has, its clock and owner.
+    fn runtime(&mut self, jobs: Vec<Arc<JobEntry>>) -> Runtime {
+        let owner: Arc<str> =
+            Arc::from(self.instance_id.take().unwrap_or_else(default_instance_id));
         let mut guards: Vec<Arc<dyn Guard>> = vec![Arc::new(LocalGuard)];
-        let mut heartbeats = None;
         let mut slots = None;
         if let Some(backend) = &self.backend {
             let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
@@ -643,11 +610,10 @@ impl SchedulerBuilder {
             let slot_guard = Arc::new(SlotGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
-                heartbeats: Arc::clone(&beats),
+                heartbeats: beats,
                 finisher: Arc::new(finisher(Arc::clone(backend), Arc::clone(&owner))),
             });
             guards.push(Arc::clone(&slot_guard) as Arc<dyn Guard>);
-            heartbeats = Some(beats);
             slots = Some(slot_guard);
         }
         let sync = self.clock_sync.unwrap_or(if self.clock_injected {
@@ -663,12 +629,19 @@ impl SchedulerBuilder {
         });
         let clock: SharedClock = match &synced {
             Some(synced) => Arc::clone(synced) as SharedClock,
-            None => self.clock,
+            None => Arc::clone(&self.clock),
         };
-        let runtime = Runtime {
-            jobs: entries,
+        let spread = self
+            .spread
+            .unwrap_or(if self.backend.is_some() && !self.clock_injected {
+                DEFAULT_SPREAD
+            } else {
+                Duration::ZERO
+            });
+        Runtime {
+            jobs,
             guards,
-            state: Arc::new(self.state),
+            state: Arc::new(std::mem::take(&mut self.state)),
             clock,
             owner,
             stop: CancellationToken::new(),
@@ -677,16 +650,20 @@ impl SchedulerBuilder {
             grace: self.grace,
             kill_after: self.kill_after,
             claim_ahead: self.claim_ahead,
+            spread,
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
             store: self.backend.clone(),
+            slots,
             synced,
-        };
-        Ok(Scheduler {
+            due_wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn scheduler(self, runtime: Runtime) -> Scheduler {
+        Scheduler {
             runtime: Arc::new(runtime),
             backend: self.backend,
-            heartbeats,
-            slots,
             recovery_interval: self
                 .recovery_interval
                 .unwrap_or(self.stale_after / 3)
@@ -696,8 +673,93 @@ impl SchedulerBuilder {
             catch_up_rate: self.catch_up_rate,
             stale_after: self.stale_after,
             clock_check: self.clock_check,
-        })
+        }
     }
+}
+
+/// The default of [`SchedulerBuilder::load_spread`] with a backend.
+const DEFAULT_SPREAD: Duration = Duration::from_millis(20);
+
+/// What jobs take from the scheduler when they do not say.
+struct Defaults<'a> {
+    zone: Tz,
+    level: GuardLevel,
+    dst: DstPolicy,
+    has_backend: bool,
+    stale_after: Duration,
+    namespace: &'a str,
+}
+
+/// Whether a job asks for a setting.
+type AsksFor = fn(&Job) -> bool;
+
+/// The settings only the `slot` level can give, and whether a job asks for them.
+const NEEDS_SLOT: &[(&str, AsksFor)] = &[
+    ("an overlap policy other than `skip`", |j| {
+        j.overlap.is_some_and(|o| o != Overlap::Skip)
+    }),
+    ("retries", |j| j.retry.is_some_and(|r| r.max_attempts > 1)),
+    ("a catch-up policy", |j| {
+        j.catch_up.is_some_and(|c| c != CatchUp::Skip)
+    }),
+    ("partitions", |j| j.partitions.is_some()),
+    ("a deadline", |j| j.deadline.is_some()),
+];
+
+/// Validates one job: its name, zone, expression, level and the settings its level allows.
+fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError> {
+    check_job_name(&job.name).map_err(|problem| ConfigError::InvalidName {
+        job: shown(&job.name),
+        reason: problem.reason(),
+    })?;
+    let schedule_error = |source: ScheduleError| ConfigError::Schedule {
+        job: job.name.clone(),
+        source,
+    };
+    let zone = match job.tz.as_deref().map(parse_zone).transpose() {
+        Ok(zone) => zone.unwrap_or(defaults.zone),
+        Err(e) => return Err(schedule_error(e.into())),
+    };
+    let expr = job
+        .cron
+        .parse()
+        .map_err(|e| schedule_error(ScheduleError::Cron(e)))?;
+    let level = job.guard.unwrap_or(defaults.level);
+    if level >= GuardLevel::Lock && !defaults.has_backend {
+        return Err(ConfigError::NeedsBackend {
+            job: job.name.clone(),
+            level,
+        });
+    }
+    if level != GuardLevel::Slot
+        && let Some((what, _)) = NEEDS_SLOT.iter().find(|(_, asks)| asks(job))
+    {
+        return Err(ConfigError::NeedsSlotLevel {
+            job: job.name.clone(),
+            what,
+        });
+    }
+    let overlap = job.overlap.unwrap_or_default();
+    Ok(JobEntry {
+        name: Arc::from(job.name.as_str()),
+        schedule: Schedule::new(expr, zone, job.dst.unwrap_or(defaults.dst)),
+        level,
+        layers: Layers::for_job(level, overlap, job.partitions.is_some()),
+        lock_key: job
+            .lock_key
+            .unwrap_or_else(|| derive_lock_key(defaults.namespace, &job.name)),
+        running: AtomicBool::new(false),
+        handler: Arc::clone(&job.handler),
+        stale_after: defaults.stale_after,
+        retry: job.retry.unwrap_or_default(),
+        overlap,
+        catch_up: job.catch_up.unwrap_or_default(),
+        deadline: job.deadline,
+        partitions: job.partitions.clone(),
+        paused: AtomicBool::new(false),
+        backlog: AtomicBool::new(false),
+        look_again: AtomicBool::new(false),
+    })
 }
 
 /// One or more jobs or settings were rejected by [`SchedulerBuilder::build`].
@@ -790,45 +852,10 @@ pub enum ConfigError {
     },
 }
 
-/// Whether a partition key can be stored and shown safely.
-pub(crate) fn check_partition(key: &str) -> Result<(), &'static str> {
-    if key.is_empty() {
-        return Err("empty (the key of unpartitioned runs)");
-    }
-    if key.chars().count() > MAX_JOB_NAME_CHARS {
-        return Err("longer than 200 characters");
-    }
-    if key.chars().any(char::is_control) {
-        return Err("contains a control character");
-    }
-    Ok(())
-}
-
-fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.trim().is_empty() {
-        return Err("empty");
-    }
-    if name.chars().count() > MAX_JOB_NAME_CHARS {
-        return Err("longer than 200 characters");
-    }
-    if name.chars().any(char::is_control) {
-        return Err("contains a control character (NUL, newline, ...)");
-    }
-    if name.contains(':') {
-        return Err("contains `:`, the separator of idempotency keys");
-    }
-    Ok(())
-}
-
 /// The lock key of a job without an explicit one: FNV-1a 64 of `namespace/job`, stable across builds,
 /// platforms and Rust versions.
 pub fn derive_lock_key(namespace: &str, job: &str) -> i64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in namespace.bytes().chain([b'/']).chain(job.bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash as i64
+    crate::policy::fnv1a(namespace.bytes().chain([b'/']).chain(job.bytes())) as i64
 }
 
 fn default_instance_id() -> String {

@@ -496,7 +496,7 @@ async fn context_carries_slot_identity_and_state() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn store_outage_skips_ticks_without_running_and_recovers() {
+async fn store_outage_loses_no_slot_and_recovers() {
     let ledger = Ledger::default();
     let backend = MemoryBackend::new();
     let handle = builder(TokioClock::starting_at(at(START)))
@@ -507,7 +507,7 @@ async fn store_outage_skips_ticks_without_running_and_recovers() {
         .start();
     sleep(2.0).await; // :00 and :01
     backend.set_unavailable(true);
-    sleep(2.0).await; // :02 and :03 cannot be claimed: not run
+    sleep(2.0).await; // :02 and :03 cannot be claimed while the store is down
     backend.set_unavailable(false);
     sleep(2.0).await; // :04 and :05
     handle.shutdown().await;
@@ -516,7 +516,26 @@ async fn store_outage_skips_ticks_without_running_and_recovers() {
         .iter()
         .map(|s| s.format("%S").to_string())
         .collect();
-    assert_eq!(seconds, ["00", "01", "04", "05"]);
+    for ran in ["00", "01", "04", "05"] {
+        assert!(seconds.iter().any(|s| s == ran), ":{ran} ran: {seconds:?}");
+    }
+    // :02's window closed (its next slot fell due) while the store was down: it did not run, and
+    // it was recorded once the store was back. Every slot either ran or has a row saying why not.
+    assert!(!seconds.iter().any(|s| s == "02"), "{seconds:?}");
+    let runs = backend.runs();
+    for second in ["02", "03"] {
+        let slot = at(&format!("2026-03-08T07:00:{second}Z"));
+        let row = runs.iter().find(|r| r.key.scheduled_at == slot);
+        let ran = seconds.iter().any(|s| s == second);
+        let recorded = row.is_some_and(|r| {
+            r.status == RunStatus::Skipped
+                && r.error_message.as_deref() == Some("store unavailable at its tick")
+        });
+        assert!(
+            ran ^ recorded,
+            ":{second} ran ({ran}) or was recorded ({row:?})"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,6 +17,7 @@
 mod dst;
 mod error;
 mod expr;
+mod names;
 mod schedule;
 mod zone;
 
@@ -24,5 +25,6 @@ pub use chrono_tz::Tz;
 pub use dst::{DstPolicy, UnknownDstPolicy};
 pub use error::{Field, FieldError, ParseError, UnknownZone, shown_within};
 pub use expr::CronExpr;
+pub use names::{MAX_NAME_CHARS, NameProblem, check_job_name, check_partition};
 pub use schedule::{Schedule, ScheduleError, Slot, Slots};
 pub use zone::parse_zone;

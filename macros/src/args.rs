@@ -21,9 +21,6 @@ use syn::{Ident, LitInt, LitStr};
 
 use slotguard_cron::{CronExpr, DstPolicy, parse_zone};
 
-/// The longest job name accepted, in characters; the runtime's `slotguard::MAX_JOB_NAME_CHARS`.
-const MAX_JOB_NAME_CHARS: usize = 200;
-
 /// The validated arguments.
 pub(crate) struct Args {
     /// The cron expression; checked with the runtime's own parser.
@@ -188,30 +185,20 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
     })
 }
 
-/// Checks a job name with the runtime's rules (`SchedulerBuilder::build` applies them again).
+/// Checks a job name with the runtime's rules (`slotguard_cron::check_job_name`, which
+/// `SchedulerBuilder::build` applies again).
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
-    if name.trim().is_empty() {
-        return Err("job name must not be empty".to_owned());
-    }
-    let chars = name.chars().count();
-    if chars > MAX_JOB_NAME_CHARS {
-        return Err(format!(
-            "job name is {chars} characters long; the limit is {MAX_JOB_NAME_CHARS}"
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(format!(
-            "job name `{}` contains a control character (NUL, newline, ...)",
-            shown(name)
-        ));
-    }
-    if name.contains(':') {
-        return Err(format!(
-            "job name `{}` contains `:`, the separator of idempotency keys",
-            shown(name)
-        ));
-    }
-    Ok(())
+    use slotguard_cron::NameProblem;
+    slotguard_cron::check_job_name(name).map_err(|problem| match problem {
+        NameProblem::Empty => "job name must not be empty".to_owned(),
+        NameProblem::TooLong(chars) => format!(
+            "job name is {chars} characters long; the limit is {}",
+            slotguard_cron::MAX_NAME_CHARS
+        ),
+        NameProblem::Control | NameProblem::Colon => {
+            format!("job name `{}` {problem}", shown(name))
+        }
+    })
 }
 
 /// Splits the argument list at top-level commas. A trailing comma is allowed; an empty argument in

@@ -47,6 +47,7 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
     DueSpec {
         job: job.to_owned(),
         max_attempts,
+        overlap: slotguard::Overlap::Allow,
     }
 }
 
@@ -56,6 +57,20 @@ fn won(claim: &Claim) -> Lease {
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),
         Claim::NotDue => panic!("expected to win the claim, found it not due"),
     }
+}
+
+/// `owner`'s attempt `lease` lost its hold: its heartbeat and its outcome are refused.
+async fn assert_fenced(backend: &dyn Backend, owner: &str, lease: &Lease, who: &str) {
+    let held = backend
+        .heartbeat(owner, &[lease.token])
+        .await
+        .expect("heartbeat");
+    assert!(held.is_empty(), "{who}: heartbeat accepted");
+    let recorded = backend
+        .finish(owner, lease, &Finish::succeeded())
+        .await
+        .expect("finish");
+    assert!(!recorded, "{who}: outcome accepted");
 }
 
 /// A slot is claimed once; a batch is answered in order; tokens rise.
@@ -555,20 +570,7 @@ pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
         .await
         .expect("claim")[0]);
     assert!(new.token > old.token);
-    assert!(
-        backend
-            .heartbeat("a", &[old.token])
-            .await
-            .expect("heartbeat")
-            .is_empty(),
-        "the replaced run lost its hold"
-    );
-    assert!(
-        !backend
-            .finish("a", &old, &Finish::succeeded())
-            .await
-            .expect("finish")
-    );
+    assert_fenced(backend, "a", &old, "the replaced run").await;
     assert_eq!(
         taken(
             &backend
@@ -670,4 +672,98 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
             .expect("empty")
             .is_empty()
     );
+}
+
+/// Whatever path claims it, a job whose overlap is not `allow` never has two runs of one partition
+/// `running`: due work is handed out one run at a time, and not while another run is fresh.
+pub async fn due_work_is_one_at_a_time(backend: &dyn Backend) {
+    let job = "contract_serial";
+    let stale = Duration::from_secs(60);
+    let slots: Vec<_> = ["2026-01-02T00:00:00Z", "2026-01-02T00:01:00Z"]
+        .iter()
+        .map(|s| request(job, s, stale))
+        .collect();
+    for lease in backend
+        .claim("a", &slots)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+    {
+        let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
+        assert!(backend.finish("a", &lease, &handed).await.expect("finish"));
+    }
+    let serial = [DueSpec::new(job, 3)];
+    assert_eq!(
+        backend.due_jobs(&serial).await.expect("due jobs"),
+        [job.to_owned()]
+    );
+    let first = backend.claim_due("b", &serial, 10).await.expect("due");
+    assert_eq!(first.len(), 1, "one run of the job at a time: {first:?}");
+    assert_eq!(first[0].key, slots[0].key, "oldest first");
+    assert!(
+        backend
+            .claim_due("c", &serial, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "not while the first runs"
+    );
+    assert_eq!(
+        backend.due_jobs(&serial).await.expect("due jobs"),
+        [job.to_owned()],
+        "the second waits, and is still listed"
+    );
+    let ok = Finish::succeeded();
+    assert!(
+        backend
+            .finish("b", &first[0].lease, &ok)
+            .await
+            .expect("finish")
+    );
+    let second = backend.claim_due("c", &serial, 10).await.expect("due");
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].key, slots[1].key);
+    assert!(
+        backend
+            .due_jobs(&serial)
+            .await
+            .expect("due jobs")
+            .is_empty(),
+        "nothing else waits"
+    );
+}
+
+/// A newer slot claimed while an older run of its job is `running` with a stale heartbeat (a frozen
+/// holder) fences the older run: its holder's heartbeats and writes are refused, and the older run
+/// is handed out again only after the newer one ended.
+pub async fn newer_slots_fence_stale_runs(backend: &dyn Backend, stale_after: Duration) {
+    let job = "contract_fence";
+    let skip = |s: &str| with_overlap(request(job, s, stale_after), Overlap::Skip);
+    let old = skip("2026-01-03T00:00:00Z");
+    let frozen = won(&backend
+        .claim("frozen", std::slice::from_ref(&old))
+        .await
+        .expect("claim")[0]);
+    tokio::time::sleep(stale_after + stale_after / 2 + Duration::from_millis(200)).await;
+    let newer = won(&backend
+        .claim("b", &[skip("2026-01-03T00:00:05Z")])
+        .await
+        .expect("claim")[0]);
+    assert!(newer.token > frozen.token);
+    assert_fenced(backend, "frozen", &frozen, "the frozen holder").await;
+    let serial = [DueSpec::new(job, 3)];
+    assert!(
+        backend
+            .claim_due("c", &serial, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "the fenced run waits while the newer one runs"
+    );
+    let ok = Finish::succeeded();
+    assert!(backend.finish("b", &newer, &ok).await.expect("finish"));
+    let again = backend.claim_due("c", &serial, 10).await.expect("due");
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!((again[0].key.clone(), again[0].lease.attempt), (old.key, 2));
 }

@@ -174,6 +174,7 @@ async fn the_seed_retry_call_works_as_written_and_eight_concurrent_retries_make_
             &[slotguard::store::DueSpec {
                 job: SETTLEMENT.into(),
                 max_attempts: 3,
+                overlap: slotguard::Overlap::Allow,
             }],
             10,
         )

@@ -49,3 +49,13 @@ async fn slots_ahead_of_the_store_clock_are_not_due() {
 async fn batched_finishes_are_fenced() {
     contract::batched_finishes_are_fenced(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn due_work_is_one_at_a_time() {
+    contract::due_work_is_one_at_a_time(&backend()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn newer_slots_fence_stale_runs() {
+    contract::newer_slots_fence_stale_runs(&backend(), Duration::from_secs(2)).await;
+}

@@ -67,7 +67,7 @@ use async_trait::async_trait;
 use slotguard::ErrorClass;
 use slotguard::store::{
     Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
-    RunStatus, SlotKey, SlotStore, StoreError,
+    RunStatus, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Row};
@@ -625,6 +625,22 @@ impl SlotStore for PgBackend {
         Ok(Some(now))
     }
 
+    /// One read; see the crate's `sql.rs`.
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (jobs, max_attempts, overlaps) = spec_columns(specs);
+        let due = sqlx::query_scalar(sql(&self.inner.statements.due_jobs))
+            .bind(&jobs)
+            .bind(&max_attempts)
+            .bind(&overlaps)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(due)
+    }
+
     /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
     async fn claim_due(
         &self,
@@ -635,16 +651,13 @@ impl SlotStore for PgBackend {
         if specs.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
-        let max_attempts: Vec<i32> = specs
-            .iter()
-            .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
-            .collect();
+        let (jobs, max_attempts, overlaps) = spec_columns(specs);
         let rows = sqlx::query(sql(&self.inner.statements.claim_due))
             .bind(owner)
             .bind(&jobs)
             .bind(&max_attempts)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(&overlaps)
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -780,6 +793,31 @@ impl LockStore for PgBackend {
         self.inner.locks.unlock(owner, keys).await
     }
 
+    /// One statement: ends the lock sessions of frozen holders (`pg_terminate_backend`, which needs
+    /// the same role or `pg_signal_backend`); see the crate's `sql.rs`.
+    async fn break_stale_locks(
+        &self,
+        _owner: &str,
+        locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        if locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<i64> = locks.iter().map(|l| l.key).collect();
+        let jobs: Vec<&str> = locks.iter().map(|l| l.job.as_str()).collect();
+        let freed: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.break_stale_locks))
+            .bind(&keys)
+            .bind(&jobs)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        if !freed.is_empty() {
+            // The ended session's locks go when its server process has exited: give it a moment.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(freed)
+    }
+
     /// Records the keys in the schema's `lock_keys` table; see [`PgBackend::register_lock_keys`].
     async fn register_lock_keys(
         &self,
@@ -796,6 +834,17 @@ impl Backend for PgBackend {
     fn name(&self) -> &'static str {
         "postgres"
     }
+}
+
+/// The columns of due specs, as `CLAIM_DUE` and `DUE_JOBS` take them.
+fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'static str>) {
+    let jobs = specs.iter().map(|s| s.job.as_str()).collect();
+    let max_attempts = specs
+        .iter()
+        .map(|s| i32::try_from(s.max_attempts).unwrap_or(i32::MAX))
+        .collect();
+    let overlaps = specs.iter().map(|s| s.overlap.as_str()).collect();
+    (jobs, max_attempts, overlaps)
 }
 
 fn micros(d: Duration) -> i64 {

@@ -75,6 +75,8 @@ struct Session {
     conn: PgConnection,
     /// The server process id, read twice at connect time.
     pid: i32,
+    /// The owner named in the session's `application_name`, once set.
+    named: Option<String>,
 }
 
 #[derive(Debug)]
@@ -135,7 +137,7 @@ impl Locks {
             .collect();
         let mut granted = HashMap::new();
         if !ask.is_empty() {
-            let rows = self.query_locks(state, &ask).await?;
+            let rows = self.query_locks(state, owner, &ask).await?;
             for row in rows {
                 let key: i64 = row.try_get("k").map_err(PgError::from)?;
                 if row.try_get::<bool, _>("got").map_err(PgError::from)? {
@@ -164,11 +166,29 @@ impl Locks {
     /// Runs [`TRY_LOCK`] on the lock connection, connecting first if there is none. A connection
     /// that holds nothing and turns out dead is replaced once; one that holds locks is not, because
     /// those locks are gone with it and their holders must hear about it first.
-    async fn query_locks(&self, state: &mut State, keys: &[i64]) -> Result<Vec<PgRow>, StoreError> {
+    async fn query_locks(
+        &self,
+        state: &mut State,
+        owner: &str,
+        keys: &[i64],
+    ) -> Result<Vec<PgRow>, StoreError> {
         let mut retried = false;
         loop {
             let session = self.session(state).await?;
             let pid = session.pid;
+            if session.named.as_deref() != Some(owner) {
+                // So that another replica can tell this session's holder (and its runs) in
+                // `pg_stat_activity`: see `BREAK_STALE_LOCKS`.
+                let name: String = format!("slotguard {owner}").chars().take(63).collect();
+                if sqlx::query("SELECT set_config('application_name', $1, false)")
+                    .bind(&name)
+                    .execute(&mut session.conn)
+                    .await
+                    .is_ok()
+                {
+                    session.named = Some(owner.to_owned());
+                }
+            }
             match sqlx::query(TRY_LOCK)
                 .bind(keys)
                 .fetch_all(&mut session.conn)
@@ -316,7 +336,11 @@ impl Locks {
             });
         }
         tracing::debug!(pid = first, "advisory lock session connected");
-        Ok(Session { conn, pid: first })
+        Ok(Session {
+            conn,
+            pid: first,
+            named: None,
+        })
     }
 
     /// Tells every holder that its lock is gone, and forgets them.

@@ -36,6 +36,11 @@ use sqlx::AssertSqlSafe;
 ///   job and partition's `running` runs `abandoned` with no `next_attempt_at`, so that neither
 ///   `claim_due` nor their holders' heartbeats and fenced writes touch them again;
 ///   `replaced_attempts` closes their attempts. Neither sees the rows `ins` inserted (one snapshot).
+/// - `fenced` (for a new slot inserted `running` under `skip` or `buffer_one`) marks the other runs
+///   of its job and partition that are `running` with an expired heartbeat `abandoned`, due again
+///   at once: their holders are frozen or dead, and their heartbeats and fenced writes are refused
+///   from now on; `fenced_attempts` closes their attempts. `claim_due` hands them out again once
+///   no run of the job and partition is running.
 /// - `stale` finds existing rows that are `running` with an expired heartbeat (database clock) and
 ///   locks them `FOR UPDATE SKIP LOCKED`: of two claimers racing for one abandoned row, one locks
 ///   it and the other skips it (`Taken`); a claimer that comes after the winner committed re-reads
@@ -149,6 +154,30 @@ replaced_attempts AS (
     FROM replaced r
     WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
 ),
+fenced AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'abandoned',
+        next_attempt_at = now(),
+        error_message = 'heartbeat expired',
+        updated_at = now()
+    FROM ins i
+    JOIN decided d ON d.token = i.fencing_token
+    WHERE i.status = 'running'
+      AND d.decision = 'claim'
+      AND d.overlap IN ('skip', 'buffer_one')
+      AND j.job_name = i.job_name
+      AND j.partition_key = i.partition_key
+      AND j.scheduled_at <> i.scheduled_at
+      AND j.status = 'running'
+      AND j.heartbeat_at + j.stale_after < now()
+    RETURNING j.id, j.attempt
+),
+fenced_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    FROM fenced f
+    WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
+),
 stale AS (
     SELECT j.id, f.ord, f.token, f.stale_after_us
     FROM {schema}.job_runs j
@@ -212,9 +241,36 @@ LEFT JOIN {schema}.job_runs cur
 ORDER BY r.ord
 "#;
 
+/// Whether run `j` (joined to its spec `s`) is due for another attempt: `CLAIM_DUE` selects by it
+/// and re-checks it on the row version it locks.
+macro_rules! due_condition {
+    () => {
+        r#"((j.status = 'pending' AND j.next_attempt_at <= now())
+       OR (j.status = 'pending' AND j.next_attempt_at IS NULL
+           AND NOT EXISTS (
+               SELECT 1
+               FROM {schema}.job_runs o
+               WHERE o.job_name = j.job_name
+                 AND o.partition_key = j.partition_key
+                 AND o.id <> j.id
+                 AND o.status = 'running'
+                 AND o.heartbeat_at + o.stale_after >= now()
+           ))
+       OR (j.attempt < s.max_attempts
+           AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
+                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))))"#
+    };
+}
+
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
-/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts` (same length), `$4` limit.
+/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies
+/// (same length), `$4` limit.
+///
+/// - `eligible` and `first_due`: unless a job's overlap is `allow`, a run is due only while no other
+///   run of its job and partition is `running` with a fresh heartbeat, and only the oldest due run
+///   of each job and partition is taken: whatever path claims it, two runs of one job and partition
+///   are never running at once.
 ///
 /// - `spec` keeps one entry per job (the first).
 /// - A run is due when it is `pending` or `abandoned` with `next_attempt_at` reached, `pending`
@@ -232,10 +288,12 @@ ORDER BY r.ord
 ///   `running`) and dropped. The two sets are disjoint by their conditions.
 /// - `upd` makes each `running` with attempt + 1, a new token, a fresh heartbeat; `abandon` closes
 ///   a stale run's previous attempt (`heartbeat expired`); `attempts` opens the new attempt rows.
-pub(crate) const CLAIM_DUE: &str = r#"
+pub(crate) const CLAIM_DUE: &str = concat!(
+    r#"
 WITH spec AS (
-    SELECT DISTINCT ON (job_name) job_name, max_attempts
-    FROM unnest($2::text[], $3::integer[]) WITH ORDINALITY AS s(job_name, max_attempts, ord)
+    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap
+    FROM unnest($2::text[], $3::integer[], $5::text[]) WITH ORDINALITY
+         AS s(job_name, max_attempts, overlap, ord)
     ORDER BY job_name, ord
 ),
 exhausted AS (
@@ -249,24 +307,39 @@ exhausted AS (
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
 ),
-due AS (
-    SELECT j.id
+eligible AS (
+    SELECT j.id, j.job_name, j.partition_key, j.scheduled_at, s.overlap <> 'allow' AS exclusive
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    WHERE (j.status = 'pending' AND j.next_attempt_at <= now())
-       OR (j.status = 'pending' AND j.next_attempt_at IS NULL
-           AND NOT EXISTS (
+    WHERE "#,
+    due_condition!(),
+    r#"
+      AND (s.overlap = 'allow' OR NOT EXISTS (
                SELECT 1
                FROM {schema}.job_runs o
                WHERE o.job_name = j.job_name
                  AND o.partition_key = j.partition_key
                  AND o.id <> j.id
                  AND o.status = 'running'
-                 AND o.heartbeat_at + o.stale_after >= now()
-           ))
-       OR (j.attempt < s.max_attempts
-           AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
-                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())))
+                 AND o.heartbeat_at + o.stale_after >= now()))
+),
+first_due AS (
+    SELECT id, exclusive,
+           row_number() OVER (PARTITION BY job_name, partition_key
+                              ORDER BY scheduled_at) AS nth
+    FROM eligible
+),
+due AS (
+    SELECT j.id
+    FROM {schema}.job_runs j
+    JOIN spec s ON s.job_name = j.job_name
+    JOIN first_due f ON f.id = j.id
+    WHERE (NOT f.exclusive OR f.nth = 1)
+      -- Repeated so that a row another caller re-claimed and committed after this statement's
+      -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
+      AND "#,
+    due_condition!(),
+    r#"
     ORDER BY j.scheduled_at, j.job_name, j.partition_key
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -319,6 +392,46 @@ SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigg
        wall_time, business_date
 FROM upd
 ORDER BY scheduled_at, job_name, partition_key
+"#
+);
+
+/// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
+/// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only.
+pub(crate) const DUE_JOBS: &str = r#"
+SELECT DISTINCT j.job_name
+FROM {schema}.job_runs j
+JOIN unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
+  ON s.job_name = j.job_name
+WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
+   OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
+   OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())
+"#;
+
+/// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the
+/// session is another process's lock connection (its `application_name` names the owner) whose
+/// runs of the job are `running` with an expired heartbeat, and no run of the job is fresh: a
+/// frozen or cut-off holder. Answers the keys whose holder was ended.
+pub(crate) const BREAK_STALE_LOCKS: &str = r#"
+WITH holders AS MATERIALIZED (
+    SELECT s.k, l.pid
+    FROM unnest($1::bigint[], $2::text[]) AS s(k, job_name)
+    JOIN pg_locks l
+      ON l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND ((l.classid::bigint << 32) | l.objid::bigint) = s.k
+    JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE a.pid <> pg_backend_pid()
+      AND EXISTS (
+          SELECT 1 FROM {schema}.job_runs r
+          WHERE r.job_name = s.job_name AND r.status = 'running'
+            AND r.heartbeat_at + r.stale_after < now()
+            AND a.application_name = left('slotguard ' || r.owner, 63))
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_runs r
+          WHERE r.job_name = s.job_name AND r.status = 'running'
+            AND r.heartbeat_at + r.stale_after >= now())
+)
+SELECT k FROM holders WHERE pg_terminate_backend(pid)
 "#;
 
 /// Records slots as `skipped` with reason `$1`, unless a row for the slot exists; one statement.
@@ -679,6 +792,8 @@ SELECT checkpoint FROM {schema}.job_runs WHERE id = $1
 pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
     pub(crate) claim_due: Arc<str>,
+    pub(crate) due_jobs: Arc<str>,
+    pub(crate) break_stale_locks: Arc<str>,
     pub(crate) record_skipped: Arc<str>,
     pub(crate) heartbeat: Arc<str>,
     pub(crate) finish: Arc<str>,
@@ -709,6 +824,8 @@ impl Statements {
         Statements {
             claim: s(CLAIM),
             claim_due: s(CLAIM_DUE),
+            due_jobs: s(DUE_JOBS),
+            break_stale_locks: s(BREAK_STALE_LOCKS),
             record_skipped: s(RECORD_SKIPPED),
             heartbeat: s(HEARTBEAT),
             finish: s(FINISH),

@@ -58,6 +58,19 @@ SELECT EXISTS (
     WHERE job_name = ?1 AND partition_key = ?2 AND status = 'running'
       AND heartbeat_at + stale_after_ms >= ?3)";
 
+/// A new slot about to run: the other runs of its job and partition that are `running` with a stale
+/// heartbeat (their holders are frozen or dead) are fenced, due again at once; `?3` the new slot,
+/// `?4` the clock. Their attempts are closed by [`ABANDON_ATTEMPT`].
+const FENCE_STALE: &str = "
+UPDATE slotguard_job_runs
+SET status = 'abandoned', next_attempt_at = ?4, error_message = 'heartbeat expired', updated_at = ?4
+WHERE job_name = ?1 AND partition_key = ?2 AND scheduled_at <> ?3 AND status = 'running'
+  AND heartbeat_at + stale_after_ms < ?4
+RETURNING id, attempt";
+
+/// Which jobs have due work, as `DUE_RUNS` would select it (wrapped around it).
+const DUE_JOBS: &str = "SELECT DISTINCT job_name FROM (";
+
 /// buffer_one: the slots of the job and partition that were waiting give way to the newer one.
 const SUPERSEDE_WAITING: &str = "
 UPDATE slotguard_job_runs
@@ -264,6 +277,80 @@ impl Shared {
         })
     }
 
+    /// Whether another run of the job and partition is `running` with a fresh heartbeat.
+    async fn busy(
+        &self,
+        w: &mut WriteTx<'_>,
+        job: &str,
+        partition: &str,
+        now: i64,
+    ) -> Result<bool, SqliteError> {
+        sqlx::query_scalar(BUSY)
+            .bind(job)
+            .bind(partition)
+            .bind(now)
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))
+    }
+
+    /// See [`FENCE_STALE`].
+    async fn fence_stale(
+        &self,
+        w: &mut WriteTx<'_>,
+        request: &ClaimRequest,
+        now: i64,
+    ) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        let key = &request.key;
+        let fenced: Vec<(i64, i64)> = sqlx::query_as(FENCE_STALE)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(key.scheduled_at.timestamp_millis())
+            .bind(now)
+            .fetch_all(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        for (run_id, attempt) in fenced {
+            sqlx::query(ABANDON_ATTEMPT)
+                .bind(run_id)
+                .bind(attempt)
+                .bind(now)
+                .execute(&mut *w.tx)
+                .await
+                .map_err(q)?;
+            tracing::warn!(event = "job_fenced", job = %key.job, run_id, attempt, "a stale run of the job was fenced: a newer slot runs now");
+        }
+        Ok(())
+    }
+
+    /// See [`SlotStore::due_jobs`]: which jobs `DUE_RUNS` would select now.
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, SqliteError> {
+        let mut unique: Vec<&DueSpec> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if !unique.iter().any(|s| s.job == spec.job) {
+                unique.push(spec);
+            }
+        }
+        let sql = format!("{}{DUE_JOBS}{DUE_RUNS})", specs_cte(unique.len()));
+        let now: i64 = sqlx::query_scalar(concat!("SELECT ", crate::now_ms!()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+            .bind(now)
+            .bind(i64::MAX);
+        for spec in &unique {
+            query = query
+                .bind(spec.job.as_str())
+                .bind(i64::from(spec.max_attempts));
+        }
+        query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))
+    }
+
     /// Inserts a slot that does not run now; nothing when its row exists.
     async fn insert_idle(
         &self,
@@ -302,19 +389,11 @@ impl Shared {
         request: &ClaimRequest,
         now: i64,
     ) -> Result<Option<RunStatus>, SqliteError> {
-        let q = |e| self.query_error(e);
         if request.overlap == Overlap::Allow {
             return Ok(None);
         }
         let key = &request.key;
-        let busy: bool = sqlx::query_scalar(BUSY)
-            .bind(&key.job)
-            .bind(&key.partition)
-            .bind(now)
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(q)?;
-        if !busy {
+        if !self.busy(w, &key.job, &key.partition, now).await? {
             return Ok(None);
         }
         match request.overlap {
@@ -332,56 +411,74 @@ impl Shared {
                 );
                 Ok(Some(RunStatus::Skipped))
             }
-            Overlap::BufferOne => {
-                let superseded = sqlx::query(SUPERSEDE_WAITING)
-                    .bind(&key.job)
-                    .bind(&key.partition)
-                    .bind(SUPERSEDED)
-                    .bind(now)
-                    .execute(&mut *w.tx)
-                    .await
-                    .map_err(q)?
-                    .rows_affected();
-                self.insert_idle(w, request, RunStatus::Pending, WAITING, now)
-                    .await?;
-                tracing::info!(
-                    event = "job_buffered",
-                    job = %key.job,
-                    slot = %key.scheduled_at,
-                    partition = %key.partition,
-                    superseded,
-                    "slot waits for the running one"
-                );
-                Ok(Some(RunStatus::Pending))
-            }
-            Overlap::Replace => {
-                sqlx::query(REPLACE_ATTEMPTS)
-                    .bind(&key.job)
-                    .bind(&key.partition)
-                    .bind(REPLACED)
-                    .bind(now)
-                    .execute(&mut *w.tx)
-                    .await
-                    .map_err(q)?;
-                let replaced: Vec<i64> = sqlx::query_scalar(REPLACE_RUNS)
-                    .bind(&key.job)
-                    .bind(&key.partition)
-                    .bind(REPLACED)
-                    .bind(now)
-                    .fetch_all(&mut *w.tx)
-                    .await
-                    .map_err(q)?;
-                tracing::info!(
-                    event = "job_replaced",
-                    job = %key.job,
-                    slot = %key.scheduled_at,
-                    partition = %key.partition,
-                    ?replaced,
-                    "running runs abandoned for a newer slot"
-                );
-                Ok(None)
-            }
+            Overlap::BufferOne => self.buffer(w, request, now).await.map(Some),
+            Overlap::Replace => self.replace(w, key, now).await.map(|()| None),
         }
+    }
+
+    /// buffer_one: the slot waits as `pending`; older waiting slots of the job give way.
+    async fn buffer(
+        &self,
+        w: &mut WriteTx<'_>,
+        request: &ClaimRequest,
+        now: i64,
+    ) -> Result<RunStatus, SqliteError> {
+        let key = &request.key;
+        let superseded = sqlx::query(SUPERSEDE_WAITING)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(SUPERSEDED)
+            .bind(now)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))?
+            .rows_affected();
+        self.insert_idle(w, request, RunStatus::Pending, WAITING, now)
+            .await?;
+        tracing::info!(
+            event = "job_buffered",
+            job = %key.job,
+            slot = %key.scheduled_at,
+            partition = %key.partition,
+            superseded,
+            "slot waits for the running one"
+        );
+        Ok(RunStatus::Pending)
+    }
+
+    /// replace: the running runs of the job and partition (and their attempts) are abandoned.
+    async fn replace(
+        &self,
+        w: &mut WriteTx<'_>,
+        key: &SlotKey,
+        now: i64,
+    ) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        sqlx::query(REPLACE_ATTEMPTS)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(REPLACED)
+            .bind(now)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        let replaced: Vec<i64> = sqlx::query_scalar(REPLACE_RUNS)
+            .bind(&key.job)
+            .bind(&key.partition)
+            .bind(REPLACED)
+            .bind(now)
+            .fetch_all(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        tracing::info!(
+            event = "job_replaced",
+            job = %key.job,
+            slot = %key.scheduled_at,
+            partition = %key.partition,
+            ?replaced,
+            "running runs abandoned for a newer slot"
+        );
+        Ok(())
     }
 
     async fn claim(
@@ -389,89 +486,114 @@ impl Shared {
         owner: &str,
         requests: &[ClaimRequest],
     ) -> Result<Vec<Claim>, SqliteError> {
-        let q = |e| self.query_error(e);
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
         let mut answers = Vec::with_capacity(requests.len());
-        let store_now = DateTime::from_timestamp_millis(now).unwrap_or_default();
         for request in requests {
-            if not_due(request, store_now) {
-                answers.push(Claim::NotDue);
-                continue;
-            }
-            let key = &request.key;
-            let scheduled_at = key.scheduled_at.timestamp_millis();
-            let stale_after = duration_ms(request.stale_after);
-            let existing: Option<(i64, String)> = sqlx::query_as(STATUS_OF)
-                .bind(&key.job)
-                .bind(scheduled_at)
-                .bind(&key.partition)
-                .fetch_optional(&mut *w.tx)
-                .await
-                .map_err(q)?;
-            let won: (i64, i64, i64) = match existing {
-                Some((run_id, status)) => {
-                    let status = parse_status(&status)
-                        .ok_or_else(|| self.corrupt(run_id, "status", &status))?;
-                    let reclaimed: Option<(i64, i64, i64)> = if status == RunStatus::Running {
-                        sqlx::query_as(RECLAIM_RUN)
-                            .bind(&key.job)
-                            .bind(scheduled_at)
-                            .bind(&key.partition)
-                            .bind(owner)
-                            .bind(now)
-                            .bind(stale_after)
-                            .fetch_optional(&mut *w.tx)
-                            .await
-                            .map_err(q)?
-                    } else {
-                        None
-                    };
-                    let Some(row) = reclaimed else {
-                        answers.push(Claim::Taken { status });
-                        continue;
-                    };
-                    tracing::info!(
-                        event = "job_recovered",
-                        job = %key.job,
-                        slot = %key.scheduled_at,
-                        partition = %key.partition,
-                        run_id = row.0,
-                        attempt = row.1,
-                        owner,
-                        token = row.2,
-                        "claimed an abandoned slot: its heartbeat had expired"
-                    );
-                    row
-                }
-                None => {
-                    if let Some(status) = self.apply_overlap(&mut w, request, now).await? {
-                        answers.push(Claim::Taken { status });
-                        continue;
-                    }
-                    sqlx::query_as(INSERT_RUN)
-                        .bind(&key.job)
-                        .bind(scheduled_at)
-                        .bind(&key.partition)
-                        .bind(owner)
-                        .bind(now)
-                        .bind(stale_after)
-                        .bind(&request.zone)
-                        .bind(wall_text(request.wall))
-                        .bind(date_text(request.business_date))
-                        .bind(request.trigger.as_str())
-                        // The fingerprint's bits, reinterpreted: SQLite integers are signed.
-                        .bind(request.fingerprint as i64)
-                        .fetch_one(&mut *w.tx)
-                        .await
-                        .map_err(q)?
-                }
-            };
-            let lease = self.start_attempt(&mut w, owner, now, won).await?;
-            answers.push(Claim::Won(lease));
+            answers.push(self.claim_one(&mut w, owner, now, request).await?);
         }
-        w.tx.commit().await.map_err(q)?;
+        w.tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(answers)
+    }
+
+    /// One request of a claim, inside its transaction.
+    async fn claim_one(
+        &self,
+        w: &mut WriteTx<'_>,
+        owner: &str,
+        now: i64,
+        request: &ClaimRequest,
+    ) -> Result<Claim, SqliteError> {
+        let q = |e| self.query_error(e);
+        if not_due(
+            request,
+            DateTime::from_timestamp_millis(now).unwrap_or_default(),
+        ) {
+            return Ok(Claim::NotDue);
+        }
+        let key = &request.key;
+        let scheduled_at = key.scheduled_at.timestamp_millis();
+        let existing: Option<(i64, String)> = sqlx::query_as(STATUS_OF)
+            .bind(&key.job)
+            .bind(scheduled_at)
+            .bind(&key.partition)
+            .fetch_optional(&mut *w.tx)
+            .await
+            .map_err(q)?;
+        let won = match existing {
+            Some((run_id, status)) => {
+                let status =
+                    parse_status(&status).ok_or_else(|| self.corrupt(run_id, "status", &status))?;
+                match self.reclaim(w, owner, now, request, status).await? {
+                    Some(row) => row,
+                    None => return Ok(Claim::Taken { status }),
+                }
+            }
+            None => {
+                if let Some(status) = self.apply_overlap(w, request, now).await? {
+                    return Ok(Claim::Taken { status });
+                }
+                if matches!(request.overlap, Overlap::Skip | Overlap::BufferOne) {
+                    self.fence_stale(w, request, now).await?;
+                }
+                sqlx::query_as(INSERT_RUN)
+                    .bind(&key.job)
+                    .bind(scheduled_at)
+                    .bind(&key.partition)
+                    .bind(owner)
+                    .bind(now)
+                    .bind(duration_ms(request.stale_after))
+                    .bind(&request.zone)
+                    .bind(wall_text(request.wall))
+                    .bind(date_text(request.business_date))
+                    .bind(request.trigger.as_str())
+                    // The fingerprint's bits, reinterpreted: SQLite integers are signed.
+                    .bind(request.fingerprint as i64)
+                    .fetch_one(&mut *w.tx)
+                    .await
+                    .map_err(q)?
+            }
+        };
+        Ok(Claim::Won(self.start_attempt(w, owner, now, won).await?))
+    }
+
+    /// An existing row of a claimed slot: re-claimed when it is `running` with a stale heartbeat.
+    async fn reclaim(
+        &self,
+        w: &mut WriteTx<'_>,
+        owner: &str,
+        now: i64,
+        request: &ClaimRequest,
+        status: RunStatus,
+    ) -> Result<Option<(i64, i64, i64)>, SqliteError> {
+        if status != RunStatus::Running {
+            return Ok(None);
+        }
+        let key = &request.key;
+        let row: Option<(i64, i64, i64)> = sqlx::query_as(RECLAIM_RUN)
+            .bind(&key.job)
+            .bind(key.scheduled_at.timestamp_millis())
+            .bind(&key.partition)
+            .bind(owner)
+            .bind(now)
+            .bind(duration_ms(request.stale_after))
+            .fetch_optional(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        if let Some((run_id, attempt, token)) = row {
+            tracing::info!(
+                event = "job_recovered",
+                job = %key.job,
+                slot = %key.scheduled_at,
+                partition = %key.partition,
+                run_id,
+                attempt,
+                owner,
+                token,
+                "claimed an abandoned slot: its heartbeat had expired"
+            );
+        }
+        Ok(row)
     }
 
     async fn claim_due(
@@ -480,7 +602,6 @@ impl Shared {
         specs: &[DueSpec],
         limit: usize,
     ) -> Result<Vec<DueClaim>, SqliteError> {
-        let q = |e| self.query_error(e);
         // One row per job: the first spec of a job counts, as in the memory backend.
         let mut unique: Vec<&DueSpec> = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -488,21 +609,61 @@ impl Shared {
                 unique.push(spec);
             }
         }
-        // Built from the number of jobs only; names and limits are bound.
-        let cte = specs_cte(unique.len());
-        let exhausted_sql = format!("{cte}{DUE_EXHAUSTED}");
-        let due_sql = format!("{cte}{DUE_RUNS}");
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
-
-        // Stale or handed-over runs with no attempts left are dead, not claimed.
-        let mut exhausted =
-            sqlx::query_as::<_, (i64, String, i64)>(sqlx::AssertSqlSafe(exhausted_sql))
-                .bind(now)
-                .bind(limit);
+        self.bury_exhausted(&mut w, &unique, now, limit).await?;
+        // Built from the number of jobs only; names and limits are bound.
+        let mut due = sqlx::query_as::<_, DueRow>(sqlx::AssertSqlSafe(format!(
+            "{}{DUE_RUNS}",
+            specs_cte(unique.len())
+        )))
+        .bind(now)
+        .bind(limit);
         for spec in &unique {
+            due = due
+                .bind(spec.job.as_str())
+                .bind(i64::from(spec.max_attempts));
+        }
+        let rows = due
+            .fetch_all(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut taken: Vec<(String, String)> = Vec::new();
+        for row in rows {
+            let (job, partition) = (&row.1, &row.3);
+            let exclusive = unique
+                .iter()
+                .find(|s| s.job == *job)
+                .is_some_and(|s| s.overlap != Overlap::Allow);
+            if exclusive {
+                let pair = (job.clone(), partition.clone());
+                if taken.contains(&pair) || self.busy(&mut w, job, partition, now).await? {
+                    continue;
+                }
+                taken.push(pair);
+            }
+            claimed.push(self.claim_due_row(&mut w, owner, now, row).await?);
+        }
+        w.tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(claimed)
+    }
+
+    /// Stale or handed-over runs with no attempts left are dead, not claimed.
+    async fn bury_exhausted(
+        &self,
+        w: &mut WriteTx<'_>,
+        unique: &[&DueSpec],
+        now: i64,
+        limit: i64,
+    ) -> Result<(), SqliteError> {
+        let q = |e| self.query_error(e);
+        let sql = format!("{}{DUE_EXHAUSTED}", specs_cte(unique.len()));
+        let mut exhausted = sqlx::query_as::<_, (i64, String, i64)>(sqlx::AssertSqlSafe(sql))
+            .bind(now)
+            .bind(limit);
+        for spec in unique {
             exhausted = exhausted
                 .bind(spec.job.as_str())
                 .bind(i64::from(spec.max_attempts));
@@ -525,57 +686,44 @@ impl Shared {
                 "attempts exhausted: the run is dead and needs a person"
             );
         }
+        Ok(())
+    }
 
-        let mut due = sqlx::query_as::<_, DueRow>(sqlx::AssertSqlSafe(due_sql))
+    /// The next attempt of one due run.
+    async fn claim_due_row(
+        &self,
+        w: &mut WriteTx<'_>,
+        owner: &str,
+        now: i64,
+        (run_id, job, scheduled_at, partition, trigger, zone, wall, business_date): DueRow,
+    ) -> Result<DueClaim, SqliteError> {
+        let (attempt, token): (i64, i64) = sqlx::query_as(CLAIM_DUE_RUN)
+            .bind(run_id)
+            .bind(owner)
             .bind(now)
-            .bind(limit);
-        for spec in &unique {
-            due = due
-                .bind(spec.job.as_str())
-                .bind(i64::from(spec.max_attempts));
-        }
-        let rows = due.fetch_all(&mut *w.tx).await.map_err(q)?;
-
-        let mut claimed = Vec::with_capacity(rows.len());
-        for (run_id, job, scheduled_at, partition, trigger, zone, wall, business_date) in rows {
-            let (attempt, token): (i64, i64) = sqlx::query_as(CLAIM_DUE_RUN)
-                .bind(run_id)
-                .bind(owner)
-                .bind(now)
-                .fetch_one(&mut *w.tx)
-                .await
-                .map_err(q)?;
-            let lease = self
-                .start_attempt(&mut w, owner, now, (run_id, attempt, token))
-                .await?;
-            tracing::info!(
-                event = "job_due_claimed",
-                job = %job,
-                run_id,
-                attempt,
-                owner,
-                token,
-                "claimed a due run"
-            );
-            claimed.push(DueClaim {
-                key: SlotKey {
-                    job,
-                    scheduled_at: DateTime::from_timestamp_millis(scheduled_at)
-                        .ok_or_else(|| self.corrupt(run_id, "scheduled_at", scheduled_at))?,
-                    partition,
-                },
-                lease,
-                trigger: parse_trigger(&trigger)
-                    .ok_or_else(|| self.corrupt(run_id, "trigger", &trigger))?,
-                zone,
-                wall: NaiveDateTime::parse_from_str(&wall, "%Y-%m-%dT%H:%M:%S%.f")
-                    .map_err(|_| self.corrupt(run_id, "wall_time", &wall))?,
-                business_date: NaiveDate::parse_from_str(&business_date, "%Y-%m-%d")
-                    .map_err(|_| self.corrupt(run_id, "business_date", &business_date))?,
-            });
-        }
-        w.tx.commit().await.map_err(q)?;
-        Ok(claimed)
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let lease = self
+            .start_attempt(w, owner, now, (run_id, attempt, token))
+            .await?;
+        tracing::info!(event = "job_due_claimed", job = %job, run_id, attempt, owner, token, "claimed a due run");
+        Ok(DueClaim {
+            key: SlotKey {
+                job,
+                scheduled_at: DateTime::from_timestamp_millis(scheduled_at)
+                    .ok_or_else(|| self.corrupt(run_id, "scheduled_at", scheduled_at))?,
+                partition,
+            },
+            lease,
+            trigger: parse_trigger(&trigger)
+                .ok_or_else(|| self.corrupt(run_id, "trigger", &trigger))?,
+            zone,
+            wall: NaiveDateTime::parse_from_str(&wall, "%Y-%m-%dT%H:%M:%S%.f")
+                .map_err(|_| self.corrupt(run_id, "wall_time", &wall))?,
+            business_date: NaiveDate::parse_from_str(&business_date, "%Y-%m-%d")
+                .map_err(|_| self.corrupt(run_id, "business_date", &business_date))?,
+        })
     }
 
     async fn record_skipped(
@@ -727,6 +875,13 @@ impl SlotStore for SqliteBackend {
             return Ok(Vec::new());
         }
         Ok(self.shared().claim_due(owner, specs, limit).await?)
+    }
+
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().due_jobs(specs).await?)
     }
 
     async fn record_skipped(

@@ -78,3 +78,15 @@ async fn batched_finishes_are_fenced() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::batched_finishes_are_fenced(&backend(&dir).await).await;
 }
+
+#[tokio::test]
+async fn due_work_is_one_at_a_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::due_work_is_one_at_a_time(&backend(&dir).await).await;
+}
+
+#[tokio::test]
+async fn newer_slots_fence_stale_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::newer_slots_fence_stale_runs(&backend(&dir).await, Duration::from_secs(1)).await;
+}

@@ -144,6 +144,7 @@ async fn eight_claimers_take_each_due_retry_once() {
             let specs = [DueSpec {
                 job: "due_race".to_owned(),
                 max_attempts: 3,
+                overlap: slotguard::Overlap::Allow,
             }];
             barrier.wait().await;
             let mut won = Vec::new();

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use async_trait::async_trait;
 
 use super::{Decision, Guard, GuardLevel, Permit, RunOutcome, SkipReason};
-use crate::runtime::{Candidate, JobEntry};
+use crate::entry::{Candidate, JobEntry};
 
 /// Lets a job in only while no run of it is going in this process.
 pub(crate) struct LocalGuard;
@@ -20,14 +20,9 @@ impl Guard for LocalGuard {
     async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision> {
         batch
             .iter()
-            .map(|c| {
-                if c.job.overlap_by_store() {
-                    return Decision::Pass;
-                }
-                match RunningFlag::raise(&c.job) {
-                    Some(flag) => Decision::Admit(Box::new(flag)),
-                    None => Decision::Skip(SkipReason::RunningHere),
-                }
+            .map(|c| match RunningFlag::raise(&c.job) {
+                Some(flag) => Decision::Admit(Box::new(flag)),
+                None => Decision::Skip(SkipReason::RunningHere),
             })
             .collect()
     }
@@ -54,8 +49,8 @@ impl Drop for RunningFlag {
 
 #[async_trait]
 impl Permit for RunningFlag {
-    async fn release(self: Box<Self>, _outcome: &RunOutcome) -> bool {
+    async fn release(self: Box<Self>, _outcome: &RunOutcome) -> Option<bool> {
         drop(self);
-        true
+        None
     }
 }

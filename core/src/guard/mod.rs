@@ -21,78 +21,18 @@
 //! for all the slots due in it), and holds its permit for exactly as long as the body runs.
 
 use std::fmt;
-use std::str::FromStr;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::Candidate;
+pub(crate) use crate::context::RunInfo;
+use crate::entry::{Candidate, RunSlot};
+pub use crate::policy::{GuardLevel, UnknownGuardLevel};
 
 pub(crate) mod batch;
 pub(crate) mod local;
 pub(crate) mod lock;
 pub(crate) mod slot;
-
-/// How much exclusion a job gets. Levels are cumulative: each includes the ones before it.
-///
-/// | level | chain | guarantee |
-/// |---|---|---|
-/// | `none` | job | nothing |
-/// | `local` | running flag | no overlap inside one process |
-/// | `lock` | flag → advisory lock | no concurrent run across the cluster; no history |
-/// | `slot` | flag → lock → slot row | each slot claimed once across the cluster, with history, recovery and retries |
-///
-/// The default is `slot` when the scheduler has a backend and `local` when it has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GuardLevel {
-    /// No exclusion at all.
-    None,
-    /// A per-process running flag.
-    Local,
-    /// The flag and a cluster-wide lock.
-    Lock,
-    /// The flag, the lock and a slot row.
-    Slot,
-}
-
-impl GuardLevel {
-    /// The level's name as written in attributes and logs.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GuardLevel::None => "none",
-            GuardLevel::Local => "local",
-            GuardLevel::Lock => "lock",
-            GuardLevel::Slot => "slot",
-        }
-    }
-}
-
-impl fmt::Display for GuardLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A guard level name that is not one of `none`, `local`, `lock`, `slot`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown guard level `{0}`: expected none, local, lock or slot")]
-pub struct UnknownGuardLevel(pub String);
-
-impl FromStr for GuardLevel {
-    type Err = UnknownGuardLevel;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            GuardLevel::None,
-            GuardLevel::Local,
-            GuardLevel::Lock,
-            GuardLevel::Slot,
-        ]
-        .into_iter()
-        .find(|l| l.as_str() == s)
-        .ok_or_else(|| UnknownGuardLevel(s.chars().take(64).collect()))
-    }
-}
 
 /// Why a guard did not let a slot run. Recorded (where a store exists) and logged as
 /// `job_claim_skipped`.
@@ -151,11 +91,17 @@ impl SkipReason {
     }
 }
 
-/// A guard's answer for one candidate.
+/// A layer's answer for one candidate.
 pub(crate) enum Decision {
+    /// Admitted: the layer holds this permit for as long as the body runs.
     Admit(Box<dyn Permit>),
-    /// Let through without holding anything: the layer steps aside for this job.
+    /// Let through without holding anything (a second look whose lock is held elsewhere: the
+    /// store's overlap policy decides, see `runtime::tick`).
     Pass,
+    /// Due work the slot layer claimed: one run per claimed attempt, each with its permit. Empty
+    /// when nothing was due after all.
+    Claimed(Vec<(RunSlot, Box<dyn Permit>)>),
+    /// Not admitted.
     Skip(SkipReason),
 }
 
@@ -189,28 +135,27 @@ impl RunOutcome {
     }
 }
 
-/// What the run's context learns from the permits it holds.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct RunInfo {
-    pub(crate) run_id: Option<i64>,
-    pub(crate) attempt: Option<u32>,
-    pub(crate) fencing_token: Option<i64>,
-}
-
 /// Held while the body runs; released inside out when it ends.
 #[async_trait]
 pub(crate) trait Permit: Send + Sync {
     /// Adds what the job may see (run id, attempt, fencing token).
     fn describe(&self, _info: &mut RunInfo) {}
 
-    /// A token cancelled when this layer loses its hold while the body runs.
+    /// A token cancelled when this layer loses its hold while the body runs, so that the job must
+    /// stop (`ctx.lost()`). `None` when losing this layer's hold does not end the run.
     fn loss(&self) -> Option<CancellationToken> {
         None
     }
 
-    /// Releases the layer. Returns `false` when the outcome was refused because ownership was lost.
-    /// Called exactly once on the normal path; `Drop` is the fallback.
-    async fn release(self: Box<Self>, outcome: &RunOutcome) -> bool;
+    /// Where the run's checkpoints are saved and read (the slot layer).
+    fn checkpoints(&self) -> Option<std::sync::Arc<dyn crate::context::Checkpoints>> {
+        None
+    }
+
+    /// Releases the layer. `Some(accepted)` from a layer that records the outcome (`false`: refused,
+    /// ownership was lost), `None` from one that records nothing. Called exactly once on the normal
+    /// path; `Drop` is the fallback.
+    async fn release(self: Box<Self>, outcome: &RunOutcome) -> Option<bool>;
 }
 
 /// One layer of the chain.

@@ -9,11 +9,15 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batcher;
+use slotguard_cron::{Slot, parse_zone};
+
 use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
-use crate::ErrorClass;
-use crate::policy::RetryPolicy;
-use crate::runtime::Candidate;
-use crate::store::{Backend, Claim, ClaimRequest, Finish, Lease, RunStatus, SlotKey, StoreError};
+use crate::context::Checkpoints;
+use crate::entry::{Candidate, RunSlot, Work};
+use crate::policy::{AfterFailure, RetryPolicy};
+use crate::store::{
+    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, StoreError,
+};
 
 /// Lets a slot in only if this process wins its row.
 pub(crate) struct SlotGuard {
@@ -47,34 +51,87 @@ impl Guard for SlotGuard {
     }
 
     async fn acquire(&self, batch: &[&Candidate]) -> Vec<Decision> {
-        let requests: Vec<ClaimRequest> = batch.iter().map(|c| c.claim_request()).collect();
-        match self.store.claim(&self.owner, &requests).await {
-            Ok(claims) => claims
-                .into_iter()
-                .zip(requests)
-                .zip(batch)
-                .map(|((claim, request), candidate)| match claim {
-                    Claim::Won(lease) => Decision::Admit(Box::new(self.hold(
-                        request.key,
-                        lease,
-                        candidate.job.retry,
-                    ))),
-                    Claim::Taken {
-                        status: status @ (RunStatus::Skipped | RunStatus::Pending),
-                    } => Decision::Skip(SkipReason::Overlap(status)),
-                    Claim::Taken { .. } => Decision::Skip(SkipReason::AlreadyClaimed),
-                    Claim::NotDue => Decision::Skip(SkipReason::NotDue),
-                })
-                .collect(),
-            Err(e) => batch
-                .iter()
-                .map(|_| Decision::Skip(SkipReason::StoreUnavailable(e.to_string())))
-                .collect(),
+        let (slots, due): (Vec<usize>, Vec<usize>) =
+            (0..batch.len()).partition(|&i| matches!(batch[i].work, Work::Slot { .. }));
+        let mut decisions: Vec<Option<Decision>> = (0..batch.len()).map(|_| None).collect();
+        let slot_batch: Vec<&Candidate> = slots.iter().map(|&i| batch[i]).collect();
+        for (i, d) in slots.iter().zip(self.claim_slots(&slot_batch).await) {
+            decisions[*i] = Some(d);
         }
+        let due_batch: Vec<&Candidate> = due.iter().map(|&i| batch[i]).collect();
+        for (i, d) in due.iter().zip(self.claim_due(&due_batch).await) {
+            decisions[*i] = Some(d);
+        }
+        decisions.into_iter().map(|d| d.expect("decided")).collect()
     }
 }
 
 impl SlotGuard {
+    /// Slot work: one claim for the whole batch.
+    async fn claim_slots(&self, batch: &[&Candidate]) -> Vec<Decision> {
+        if batch.is_empty() {
+            return Vec::new();
+        }
+        let requests: Vec<ClaimRequest> = batch.iter().filter_map(|c| c.claim_request()).collect();
+        let claims = match self.store.claim(&self.owner, &requests).await {
+            Ok(claims) => claims,
+            Err(e) => return unavailable(batch.len(), &e),
+        };
+        claims
+            .into_iter()
+            .zip(requests)
+            .zip(batch)
+            .map(|((claim, request), candidate)| match claim {
+                Claim::Won(lease) => {
+                    Decision::Admit(Box::new(self.hold(request.key, lease, candidate.job.retry)))
+                }
+                Claim::Taken {
+                    status: status @ (RunStatus::Skipped | RunStatus::Pending),
+                } => Decision::Skip(SkipReason::Overlap(status)),
+                Claim::Taken { .. } => Decision::Skip(SkipReason::AlreadyClaimed),
+                Claim::NotDue => Decision::Skip(SkipReason::NotDue),
+            })
+            .collect()
+    }
+
+    /// Due work: one `claim_due` for every job in the batch; each job's claims go to its candidate.
+    async fn claim_due(&self, batch: &[&Candidate]) -> Vec<Decision> {
+        if batch.is_empty() {
+            return Vec::new();
+        }
+        let specs: Vec<DueSpec> = batch.iter().map(|c| c.job.due_spec()).collect();
+        let limit = batch.iter().map(|c| c.due_limit()).max().unwrap_or(1);
+        let claims = match self.store.claim_due(&self.owner, &specs, limit).await {
+            Ok(claims) => claims,
+            Err(e) => return unavailable(batch.len(), &e),
+        };
+        let mut per_job: HashMap<String, Vec<ClaimedRun>> = HashMap::new();
+        for claim in claims {
+            let Some(candidate) = batch.iter().find(|c| *c.job.name == claim.key.job) else {
+                continue;
+            };
+            let job = &candidate.job;
+            let run = RunSlot {
+                slot: Slot {
+                    scheduled_at: claim.key.scheduled_at,
+                    wall: claim.wall,
+                    zone: parse_zone(&claim.zone).unwrap_or(job.schedule.zone()),
+                },
+                trigger: claim.trigger,
+                partition: Arc::from(claim.key.partition.as_str()),
+            };
+            let permit: Box<dyn Permit> = Box::new(self.hold(claim.key, claim.lease, job.retry));
+            per_job
+                .entry(job.name.to_string())
+                .or_default()
+                .push((run, permit));
+        }
+        batch
+            .iter()
+            .map(|c| Decision::Claimed(per_job.remove(&*c.job.name).unwrap_or_default()))
+            .collect()
+    }
+
     /// The permit for an attempt this process holds: registered for heartbeats until released.
     pub(crate) fn hold(&self, key: SlotKey, lease: Lease, retry: RetryPolicy) -> ClaimedSlot {
         debug_assert!(retry.max_attempts >= 1);
@@ -82,38 +139,95 @@ impl SlotGuard {
         ClaimedSlot {
             finisher: Arc::clone(&self.finisher),
             heartbeats: Arc::clone(&self.heartbeats),
+            checkpoints: Arc::new(SlotCheckpoints {
+                store: Arc::clone(&self.store),
+                owner: Arc::clone(&self.owner),
+                lease,
+            }),
             key,
             lease,
             lost,
             retry,
         }
     }
+
+    /// Records slots that are not run, with `reason`, where no row exists for them yet: skipped by
+    /// this process's flag, paused, or given up after the store was unavailable at their tick.
+    pub(crate) async fn record_skipped(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        self.store.record_skipped(requests, reason).await
+    }
+}
+
+fn unavailable(n: usize, e: &StoreError) -> Vec<Decision> {
+    (0..n)
+        .map(|_| Decision::Skip(SkipReason::StoreUnavailable(e.to_string())))
+        .collect()
 }
 
 /// What the store records for an outcome, under the job's retry policy.
 fn finish_for(outcome: &RunOutcome, attempt: u32, retry: &RetryPolicy) -> Finish {
     match outcome {
         RunOutcome::Succeeded => Finish::succeeded(),
-        RunOutcome::Failed { class, message } => {
-            let again = match class {
-                ErrorClass::Transient => retry.delay_after(attempt),
-                ErrorClass::Permanent => None,
-            };
-            let mut finish = Finish::failed(*class, message.clone(), again);
-            if again.is_none() && *class == ErrorClass::Transient && retry.max_attempts > 1 {
+        RunOutcome::Failed { class, message } => match retry.after_failure(*class, attempt) {
+            AfterFailure::Retry(wait) => Finish::failed(*class, message.clone(), Some(wait)),
+            AfterFailure::Exhausted => {
+                let mut finish = Finish::failed(*class, message.clone(), None);
                 // Attempts exhausted: a person has to look.
                 finish.status = RunStatus::Dead;
+                finish
             }
-            finish
-        }
+            AfterFailure::Final => Finish::failed(*class, message.clone(), None),
+        },
         // Handed over: another replica (or this one, after a restart) recovers it at once.
         RunOutcome::Abandoned { reason } => Finish::abandoned(reason.clone(), Some(Duration::ZERO)),
+    }
+}
+
+/// A run the slot layer claimed for due work, with its permit.
+type ClaimedRun = (RunSlot, Box<dyn Permit>);
+
+/// Checkpoints of one attempt, written under its fencing token.
+struct SlotCheckpoints {
+    store: Arc<dyn Backend>,
+    owner: Arc<str>,
+    lease: Lease,
+}
+
+impl std::fmt::Debug for SlotCheckpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotCheckpoints")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Checkpoints for SlotCheckpoints {
+    async fn save(&self, data: &str) -> Result<bool, StoreError> {
+        self.store
+            .save_checkpoint(&self.owner, &self.lease, data)
+            .await
+    }
+
+    async fn load(&self) -> Result<Option<String>, StoreError> {
+        if self.lease.attempt <= 1 {
+            return Ok(None);
+        }
+        self.store.load_checkpoint(self.lease.run_id).await
     }
 }
 
 pub(crate) struct ClaimedSlot {
     finisher: Arc<Finisher>,
     heartbeats: Arc<Heartbeats>,
+    checkpoints: Arc<SlotCheckpoints>,
     key: SlotKey,
     lease: Lease,
     lost: CancellationToken,
@@ -132,7 +246,11 @@ impl Permit for ClaimedSlot {
         Some(self.lost.clone())
     }
 
-    async fn release(self: Box<Self>, outcome: &RunOutcome) -> bool {
+    fn checkpoints(&self) -> Option<Arc<dyn Checkpoints>> {
+        Some(Arc::clone(&self.checkpoints) as Arc<dyn Checkpoints>)
+    }
+
+    async fn release(self: Box<Self>, outcome: &RunOutcome) -> Option<bool> {
         self.heartbeats.remove(self.lease.token);
         let finish = finish_for(outcome, self.lease.attempt, &self.retry);
         let answer = self
@@ -144,7 +262,7 @@ impl Permit for ClaimedSlot {
                     "the runtime is shutting down".into(),
                 ))
             });
-        match answer {
+        Some(match answer {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(
@@ -169,7 +287,7 @@ impl Permit for ClaimedSlot {
                 );
                 false
             }
-        }
+        })
     }
 }
 

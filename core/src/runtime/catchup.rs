@@ -1,15 +1,15 @@
 //! Catch-up: at start-up, the slots each job missed while no replica ran become `catch_up` runs,
 //! created once for the cluster and paced at a fixed rate.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use slotguard_cron::Slot;
 
-use super::recover::{due_specs, start_claims};
-use super::{JobEntry, Runtime};
+use super::Runtime;
+use super::recover::due_round;
+use crate::entry::JobEntry;
 use crate::guard::GuardLevel;
 use crate::guard::slot::SlotGuard;
 use crate::policy::{CatchUp, slot_jitter};
@@ -30,7 +30,7 @@ pub(crate) async fn plan(
         .jobs
         .iter()
         .filter(|j| j.level == GuardLevel::Slot && j.catch_up != CatchUp::Skip)
-        .filter(|j| !j.paused.load(Ordering::Acquire))
+        .filter(|j| !j.is_paused())
         .collect();
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -42,47 +42,9 @@ pub(crate) async fn plan(
     for (job, mark) in jobs.iter().zip(marks) {
         // A job with no history is new: nothing of it was missed.
         let Some(mark) = mark else { continue };
-        let floor = match job.catch_up {
-            CatchUp::All { within, .. } => {
-                mark.max(now - chrono::Duration::from_std(within).unwrap_or(chrono::Duration::MAX))
-            }
-            _ => mark,
-        };
-        let mut found: Vec<_> = job
-            .schedule
-            .slots_after(floor)
-            .take_while(|s| s.scheduled_at <= now)
-            .take(MAX_SCAN)
-            .collect();
-        let keep = match job.catch_up {
-            CatchUp::Skip => 0,
-            CatchUp::Latest => 1,
-            CatchUp::All { max_slots, .. } => max_slots,
-        };
-        if found.len() > keep {
-            tracing::info!(
-                event = "job_catch_up_limited",
-                job = %job.name,
-                missed = found.len(),
-                kept = keep,
-                policy = job.catch_up.as_str(),
-                "catching up only the most recent missed slots"
-            );
-            found.drain(..found.len() - keep);
-        }
-        let partitions: Vec<Arc<str>> = match &job.partitions {
-            None => vec![Arc::from("")],
-            Some(provider) => match provider().await {
-                Ok(keys) => keys
-                    .into_iter()
-                    .filter(|k| crate::scheduler::check_partition(k).is_ok())
-                    .map(Arc::from)
-                    .collect(),
-                Err(e) => {
-                    tracing::error!(job = %job.name, error = %e, "partition provider failed; nothing caught up");
-                    continue;
-                }
-            },
+        let found = missed_slots(job, mark, now);
+        let Some(partitions) = partitions_of(job).await else {
+            continue;
         };
         for slot in found {
             for partition in &partitions {
@@ -94,8 +56,85 @@ pub(crate) async fn plan(
         return Ok(Vec::new());
     }
     missed.sort_by_key(|(_, s, _)| s.scheduled_at);
+    let runs = paced(&missed, now, per_second);
+    let audit = AuditEntry {
+        action: "catch_up".into(),
+        actor: rt.owner.to_string(),
+        reason: "slot missed while no replica ran".into(),
+    };
+    let created = slots.store.enqueue(&runs, &audit).await?;
+    let count = created.iter().filter(|c| c.is_some()).count();
+    tracing::info!(
+        event = "job_catch_up_planned",
+        runs = runs.len(),
+        created = count,
+        per_second,
+        "missed slots will run as catch-up"
+    );
+    Ok(runs.iter().map(|r| r.not_before).collect())
+}
+
+/// The job's slots after `mark` up to `now` that its policy catches up.
+fn missed_slots(job: &JobEntry, mark: DateTime<Utc>, now: DateTime<Utc>) -> Vec<Slot> {
+    let floor = match job.catch_up {
+        CatchUp::All { within, .. } => {
+            mark.max(now - chrono::Duration::from_std(within).unwrap_or(chrono::Duration::MAX))
+        }
+        _ => mark,
+    };
+    let mut found: Vec<Slot> = job
+        .schedule
+        .slots_after(floor)
+        .take_while(|s| s.scheduled_at <= now)
+        .take(MAX_SCAN)
+        .collect();
+    let keep = match job.catch_up {
+        CatchUp::Skip => 0,
+        CatchUp::Latest => 1,
+        CatchUp::All { max_slots, .. } => max_slots,
+    };
+    if found.len() > keep {
+        tracing::info!(
+            event = "job_catch_up_limited",
+            job = %job.name,
+            missed = found.len(),
+            kept = keep,
+            policy = job.catch_up.as_str(),
+            "catching up only the most recent missed slots"
+        );
+        found.drain(..found.len() - keep);
+    }
+    found
+}
+
+/// The partitions to catch up (one empty key when the job is not partitioned); `None` when the
+/// provider failed.
+async fn partitions_of(job: &JobEntry) -> Option<Vec<Arc<str>>> {
+    let Some(provider) = &job.partitions else {
+        return Some(vec![Arc::from("")]);
+    };
+    match provider().await {
+        Ok(keys) => Some(
+            keys.into_iter()
+                .filter(|k| slotguard_cron::check_partition(k).is_ok())
+                .map(Arc::from)
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::error!(job = %job.name, error = %e, "partition provider failed; nothing caught up");
+            None
+        }
+    }
+}
+
+/// The catch-up runs, `1 / per_second` apart, each offset by a jitter the same on every replica.
+fn paced(
+    missed: &[(Arc<JobEntry>, Slot, Arc<str>)],
+    now: DateTime<Utc>,
+    per_second: f64,
+) -> Vec<Enqueue> {
     let spacing = Duration::from_secs_f64(1.0 / per_second);
-    let runs: Vec<Enqueue> = missed
+    missed
         .iter()
         .enumerate()
         .map(|(i, (job, slot, partition))| {
@@ -120,48 +159,18 @@ pub(crate) async fn plan(
                     + chrono::Duration::from_std(offset).unwrap_or(chrono::Duration::MAX / 2),
             }
         })
-        .collect();
-    let audit = AuditEntry {
-        action: "catch_up".into(),
-        actor: rt.owner.to_string(),
-        reason: "slot missed while no replica ran".into(),
-    };
-    let created = slots.store.enqueue(&runs, &audit).await?;
-    let count = created.iter().filter(|c| c.is_some()).count();
-    tracing::info!(
-        event = "job_catch_up_planned",
-        runs = runs.len(),
-        created = count,
-        per_second,
-        "missed slots will run as catch-up"
-    );
-    Ok(runs.iter().map(|r| r.not_before).collect())
+        .collect()
 }
 
 /// Claims due catch-up runs at the planned instants, one per instant, so that the cluster starts them
 /// at the planned rate instead of in bursts at each recovery poll.
-pub(crate) async fn pump(rt: Arc<Runtime>, slots: Arc<SlotGuard>, due: Vec<DateTime<Utc>>) {
-    let by_name: HashMap<&str, &Arc<JobEntry>> = rt
-        .jobs
-        .iter()
-        .filter(|j| j.level == GuardLevel::Slot && j.catch_up != CatchUp::Skip)
-        .map(|j| (&*j.name, j))
-        .collect();
+pub(crate) async fn pump(rt: Arc<Runtime>, due: Vec<DateTime<Utc>>) {
     for at in due {
         let wait = (at - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
         tokio::select! {
             () = rt.stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        let specs = due_specs(by_name.values().copied());
-        if specs.is_empty() {
-            continue;
-        }
-        match slots.store.claim_due(&slots.owner, &specs, 1).await {
-            Ok(claims) => start_claims(&rt, &slots, &by_name, claims).await,
-            Err(e) => {
-                tracing::warn!(error = %e, "catch-up claim failed; the recovery loop will retry")
-            }
-        }
+        due_round(&rt, 1, |j| j.catch_up != CatchUp::Skip).await;
     }
 }

@@ -1,7 +1,7 @@
 //! An in-process backend: slot rows and locks in a mutex, with the same semantics as the database
 //! backends. For tests and single-process applications.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Backend, Claim, ClaimRequest, DueClaim,
     DueSpec, Enqueue, Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, RunChange,
-    RunFilter, RunRecord, RunStatus, SlotKey, SlotStore, StoreError, Trigger,
+    RunFilter, RunRecord, RunStatus, SlotKey, SlotStore, StaleLock, StoreError, Trigger,
 };
 use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
@@ -249,43 +249,35 @@ impl SlotStore for MemoryBackend {
         let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
-        let mut due: Vec<(SlotKey, u32)> = inner
-            .runs
-            .iter()
-            .filter_map(|(key, run)| {
-                let spec = specs.iter().find(|s| s.job == key.job)?;
-                let eligible = match run.status {
-                    RunStatus::Pending | RunStatus::Abandoned => match run.next_attempt_at {
-                        Some(at) => at <= now,
-                        None => {
-                            run.status == RunStatus::Pending && !inner.has_fresh_running(key, now)
-                        }
-                    },
-                    RunStatus::Running => is_stale(run, now),
-                    _ => false,
-                };
-                eligible.then(|| (key.clone(), spec.max_attempts))
-            })
-            .collect();
-        due.sort_by(|a, b| a.0.scheduled_at.cmp(&b.0.scheduled_at).then(a.0.cmp(&b.0)));
+        let due = inner.due(specs, now);
         let mut claimed = Vec::new();
-        for (key, max_attempts) in due {
+        let mut taken: HashSet<(String, String)> = HashSet::new();
+        for (key, spec) in due {
             if claimed.len() >= limit {
                 break;
+            }
+            let exclusive = spec.overlap != Overlap::Allow;
+            let pair = (key.job.clone(), key.partition.clone());
+            if exclusive && (taken.contains(&pair) || inner.has_fresh_running(&key, now)) {
+                continue;
             }
             let token = inner.next_token();
             let run = inner.runs.get_mut(&key).expect("present");
             let attempts = run.attempts.len() as u32;
-            if attempts >= max_attempts && run.status != RunStatus::Pending {
+            if attempts >= spec.max_attempts && run.status != RunStatus::Pending {
                 run.end_attempt(RunStatus::Abandoned, "heartbeat expired", now);
                 run.status = RunStatus::Dead;
                 run.updated_at = now;
                 run.finished_at = Some(now);
                 run.next_attempt_at = None;
-                run.message = Some(format!("attempts exhausted ({attempts} of {max_attempts})"));
+                run.message = Some(format!(
+                    "attempts exhausted ({attempts} of {})",
+                    spec.max_attempts
+                ));
                 continue;
             }
             let lease = take_over(run, owner, token, now, "heartbeat expired");
+            taken.insert(pair);
             claimed.push(DueClaim {
                 key,
                 lease,
@@ -296,6 +288,20 @@ impl SlotStore for MemoryBackend {
             });
         }
         Ok(claimed)
+    }
+
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        let now = self.clock.now();
+        let inner = self.lock();
+        self.check(&inner)?;
+        let mut jobs: Vec<String> = inner
+            .due(specs, now)
+            .into_iter()
+            .map(|(key, _)| key.job)
+            .collect();
+        jobs.sort();
+        jobs.dedup();
+        Ok(jobs)
     }
 
     async fn record_skipped(
@@ -399,6 +405,50 @@ impl SlotStore for MemoryBackend {
 }
 
 impl Inner {
+    /// The runs of `specs`' jobs due for another attempt (before the exclusivity rule), oldest slot
+    /// first, each with its job's spec.
+    fn due<'a>(&self, specs: &'a [DueSpec], now: DateTime<Utc>) -> Vec<(SlotKey, &'a DueSpec)> {
+        let mut due: Vec<(SlotKey, &DueSpec)> = self
+            .runs
+            .iter()
+            .filter_map(|(key, run)| {
+                let spec = specs.iter().find(|s| s.job == key.job)?;
+                let eligible = match run.status {
+                    RunStatus::Pending | RunStatus::Abandoned => match run.next_attempt_at {
+                        Some(at) => at <= now,
+                        None => {
+                            run.status == RunStatus::Pending && !self.has_fresh_running(key, now)
+                        }
+                    },
+                    RunStatus::Running => is_stale(run, now),
+                    _ => false,
+                };
+                eligible.then(|| (key.clone(), spec))
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.scheduled_at.cmp(&b.0.scheduled_at).then(a.0.cmp(&b.0)));
+        due
+    }
+
+    /// Fences the other runs of `key`'s job and partition that are `running` with a stale
+    /// heartbeat: their holders are frozen or dead, and a newer slot is about to run.
+    fn fence_stale(&mut self, key: &SlotKey, now: DateTime<Utc>) {
+        for (k, run) in self.runs.iter_mut() {
+            if k.job == key.job
+                && k.partition == key.partition
+                && k != key
+                && run.status == RunStatus::Running
+                && is_stale(run, now)
+            {
+                run.status = RunStatus::Abandoned;
+                run.next_attempt_at = Some(now);
+                run.updated_at = now;
+                run.message = Some("heartbeat expired".into());
+                run.end_attempt(RunStatus::Abandoned, "heartbeat expired", now);
+            }
+        }
+    }
+
     /// The run with `run_id`: a scan (the memory backend keeps runs by slot key).
     fn run_by_id(&mut self, run_id: i64) -> Option<&mut Run> {
         self.runs.values_mut().find(|r| r.id == run_id)
@@ -453,6 +503,10 @@ impl Inner {
                         run.end_attempt(RunStatus::Abandoned, "replaced by a newer slot", now);
                     }
                 }
+                None
+            }
+            (false, Overlap::Skip | Overlap::BufferOne) => {
+                self.fence_stale(key, now);
                 None
             }
             _ => None,
@@ -523,6 +577,38 @@ impl LockStore for MemoryBackend {
                 Some(LockLease { key, lost })
             })
             .collect())
+    }
+
+    async fn break_stale_locks(
+        &self,
+        owner: &str,
+        locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let mut freed = Vec::new();
+        for lock in locks {
+            let Some((holder, _)) = inner.locks.get(&lock.key) else {
+                continue;
+            };
+            let runs = || {
+                inner
+                    .runs
+                    .iter()
+                    .filter(|(k, r)| k.job == lock.job && r.status == RunStatus::Running)
+            };
+            let holder_stale = runs().any(|(_, r)| r.owner == *holder && is_stale(r, now));
+            let any_fresh = runs().any(|(_, r)| !is_stale(r, now));
+            if holder != owner && holder_stale && !any_fresh {
+                // As PostgreSQL ends the holder's session: the lock goes, and its holder hears it.
+                if let Some((_, lost)) = inner.locks.remove(&lock.key) {
+                    lost.cancel();
+                }
+                freed.push(lock.key);
+            }
+        }
+        Ok(freed)
     }
 
     async fn register_lock_keys(

@@ -168,6 +168,27 @@ pub struct DueSpec {
     pub job: String,
     /// Attempts in all; a stale or abandoned run that has had them all becomes `dead` instead.
     pub max_attempts: u32,
+    /// The job's overlap policy. Unless it is [`Overlap::Allow`], a run of the job is only handed
+    /// out while no other run of the same job and partition is `running` with a fresh heartbeat,
+    /// and at most one per job and partition per call.
+    pub overlap: Overlap,
+}
+
+impl DueSpec {
+    /// A spec for `job` with `max_attempts` and overlap [`Overlap::Skip`] (the default policy).
+    pub fn new(job: impl Into<String>, max_attempts: u32) -> Self {
+        DueSpec {
+            job: job.into(),
+            max_attempts,
+            overlap: Overlap::Skip,
+        }
+    }
+
+    /// The same spec with another overlap policy.
+    pub fn with_overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
+        self
+    }
 }
 
 /// A run claimed by [`SlotStore::claim_due`]: a retry, a recovered stale or abandoned attempt, or a
@@ -213,6 +234,11 @@ pub trait SlotStore: Send + Sync + 'static {
     ///   `next_attempt_at`, so nothing recovers them) and claims the new slot; `Allow` claims it.
     /// - A `running` row whose heartbeat is older than its `stale_after` (by the store's clock) becomes
     ///   a new attempt with a higher token; its previous attempt is recorded `abandoned`.
+    /// - When a new slot is claimed to run (overlap not `allow`), the other runs of its job and
+    ///   partition that are `running` with a stale heartbeat are fenced: recorded `abandoned`
+    ///   (message `heartbeat expired`, due again at once), their attempts closed, so that their
+    ///   frozen holders' heartbeats and writes are refused from now on; `claim_due` hands them out
+    ///   again once the new run has ended.
     /// - Any other existing row is [`Claim::Taken`] with its status.
     /// - Before all of that, a [`Trigger::Schedule`] slot more than [`MAX_EARLY`] ahead of the
     ///   store's clock is [`Claim::NotDue`], and nothing is written for it.
@@ -231,12 +257,34 @@ pub trait SlotStore: Send + Sync + 'static {
     ///
     /// Each becomes `running` with attempt + 1 and a new token. A stale or abandoned run that already
     /// had `max_attempts` attempts becomes `dead` instead and is not returned.
+    ///
+    /// Unless a spec's overlap is [`Overlap::Allow`], a run is not handed out while another run of
+    /// the same job and partition is `running` with a fresh heartbeat, and at most one run per job
+    /// and partition is handed out per call: whatever path claims it, the store never has two runs
+    /// of such a job and partition running at once.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes may leave runs claimed that nobody runs; they are
+    /// stale after their threshold and recovered like those of a dead process.
     async fn claim_due(
         &self,
         owner: &str,
         specs: &[DueSpec],
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError>;
+
+    /// Which of the jobs in `specs` have work waiting for [`claim_due`](Self::claim_due), in one
+    /// read (nothing is written): due retries, hand-overs, manual and backfill runs, stale attempts,
+    /// buffered slots — including work that must wait for a running run of its job. The runtime
+    /// asks first, so that it takes the flag and the lock only of jobs with work waiting, and so
+    /// that the end of a run looks again at once when its job has more. The default answers every
+    /// job (the runtime then tries each); a database backend should look.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        Ok(specs.iter().map(|s| s.job.clone()).collect())
+    }
 
     /// Records slots that were not run because a run of the same job was still going in this process:
     /// each becomes a `skipped` row with `reason`, unless a row for it exists already
@@ -292,6 +340,15 @@ pub trait SlotStore: Send + Sync + 'static {
     }
 }
 
+/// A lock another process holds, and the job it guards, for [`LockStore::break_stale_locks`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleLock {
+    /// The lock's key.
+    pub key: i64,
+    /// The job whose runs tell whether the holder is alive.
+    pub job: String,
+}
+
 /// A held cluster-wide lock.
 #[derive(Debug, Clone)]
 pub struct LockLease {
@@ -313,6 +370,21 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Releases keys `owner` holds.
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError>;
+
+    /// Frees the locks in `locks` whose holder (another process) is frozen or cut off: it holds the
+    /// lock while its runs of the lock's job are `running` with a stale heartbeat and no run of the
+    /// job is fresh. Returns the keys freed; the caller tries them again. The default frees nothing
+    /// (a store whose locks are leases that expire on their own).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a lock freed for a caller that is gone is taken by the next one.
+    async fn break_stale_locks(
+        &self,
+        _owner: &str,
+        _locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// Records which job each key belongs to, so that two binaries sharing a store cannot use one key
     /// for different jobs without noticing. Fails with [`StoreError::Rejected`] naming both jobs when a

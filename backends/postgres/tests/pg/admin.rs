@@ -40,6 +40,7 @@ fn specs(job: &str) -> [DueSpec; 1] {
     [DueSpec {
         job: job.to_owned(),
         max_attempts: 3,
+        overlap: slotguard::Overlap::Allow,
     }]
 }
 

@@ -190,6 +190,7 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
             let specs = [DueSpec {
                 job: "due".into(),
                 max_attempts: 3,
+                overlap: slotguard::Overlap::Allow,
             }];
             barrier.wait().await;
             let mut claimed = Vec::new();
@@ -225,6 +226,7 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
     let specs = [DueSpec {
         job: "due".into(),
         max_attempts: 3,
+        overlap: slotguard::Overlap::Allow,
     }];
     assert!(
         backend

@@ -206,3 +206,20 @@ async fn batched_finishes_are_fenced() {
     }
     backend.close().await;
 }
+
+#[tokio::test]
+async fn due_work_is_one_at_a_time() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::due_work_is_one_at_a_time(&backend).await;
+    backend.close().await;
+}
+
+/// Real time: the database clock judges the 1 s staleness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_slots_fence_stale_runs() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::newer_slots_fence_stale_runs(&backend, Duration::from_secs(1)).await;
+    backend.close().await;
+}

@@ -1,0 +1,191 @@
+//! A job as the runtime keeps it, and the work offered to its guard chain: the leaf the runtime and
+//! every guard layer share.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use slotguard_cron::{Schedule, Slot};
+
+pub(crate) use crate::context::RunSlot;
+use crate::job::{Handler, PartitionProvider};
+use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
+use crate::store::{ClaimRequest, DueSpec, SlotKey, Trigger};
+
+/// The layers of a job's chain, decided once at `build()` from its level and policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layers {
+    /// The per-process running flag.
+    pub(crate) flag: bool,
+    /// The cluster-wide lock.
+    pub(crate) lock: bool,
+    /// The slot row.
+    pub(crate) slot: bool,
+}
+
+impl Layers {
+    /// The chain of a job at `level` with `overlap`, partitioned or not.
+    ///
+    /// At the `slot` level, a job whose overlap is not `skip`, or that is partitioned, leaves the
+    /// flag and the lock out: they would serialise what the store's overlap policy decides per
+    /// partition (buffer, replace, allow, one run per partition at a time).
+    pub(crate) fn for_job(level: GuardLevel, overlap: Overlap, partitioned: bool) -> Self {
+        let by_store = level == GuardLevel::Slot && (overlap != Overlap::Skip || partitioned);
+        Layers {
+            flag: level >= GuardLevel::Local && !by_store,
+            lock: level >= GuardLevel::Lock && !by_store,
+            slot: level == GuardLevel::Slot,
+        }
+    }
+
+    /// Whether the layer at `level` (`local`, `lock` or `slot`) is in this chain.
+    pub(crate) fn includes(self, level: GuardLevel) -> bool {
+        match level {
+            GuardLevel::None => true,
+            GuardLevel::Local => self.flag,
+            GuardLevel::Lock => self.lock,
+            GuardLevel::Slot => self.slot,
+        }
+    }
+}
+
+/// A validated job, as the runtime keeps it.
+pub(crate) struct JobEntry {
+    pub(crate) name: Arc<str>,
+    pub(crate) schedule: Schedule,
+    pub(crate) level: GuardLevel,
+    pub(crate) layers: Layers,
+    pub(crate) lock_key: i64,
+    pub(crate) running: AtomicBool,
+    pub(crate) handler: Handler,
+    pub(crate) stale_after: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) overlap: Overlap,
+    pub(crate) catch_up: CatchUp,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) partitions: Option<PartitionProvider>,
+    /// Stored pause state, refreshed every recovery interval.
+    pub(crate) paused: AtomicBool,
+    /// Whether the store had due work of the job at the last look: then the end of a run of it
+    /// looks again at once, instead of at the next recovery round (a backfill of a job whose runs
+    /// go one at a time drains at its own pace, not one run per round).
+    pub(crate) backlog: AtomicBool,
+    /// Set when a run of the job ended while it had a backlog: the recovery loop's next wake-up
+    /// looks at this job.
+    pub(crate) look_again: AtomicBool,
+}
+
+impl JobEntry {
+    /// Whether the flag and lock layers step aside so the store can apply the overlap policy.
+    pub(crate) fn overlap_by_store(&self) -> bool {
+        self.layers.slot && !self.layers.flag
+    }
+
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    /// What the store needs to hand this job's due work out.
+    pub(crate) fn due_spec(&self) -> DueSpec {
+        DueSpec {
+            job: self.name.to_string(),
+            max_attempts: self.retry.max_attempts,
+            overlap: self.overlap,
+        }
+    }
+}
+
+/// What a candidate asks the chain for.
+#[derive(Clone)]
+pub(crate) enum Work {
+    /// One slot, claimed by its key: a tick of the schedule, or its second look.
+    Slot {
+        slot: Slot,
+        trigger: Trigger,
+        /// Empty when the job is not partitioned.
+        partition: Arc<str>,
+        /// A second look at a slot whose job's lock was held elsewhere at its tick.
+        recheck: bool,
+    },
+    /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
+    /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
+    /// runs per round.
+    Due { limit: usize },
+}
+
+/// Work for one job on its way through the job's guard chain.
+#[derive(Clone)]
+pub(crate) struct Candidate {
+    pub(crate) job: Arc<JobEntry>,
+    pub(crate) work: Work,
+}
+
+impl Candidate {
+    /// A slot of the schedule.
+    pub(crate) fn slot(job: &Arc<JobEntry>, slot: Slot, partition: Arc<str>) -> Self {
+        Candidate {
+            job: Arc::clone(job),
+            work: Work::Slot {
+                slot,
+                trigger: Trigger::Schedule,
+                partition,
+                recheck: false,
+            },
+        }
+    }
+
+    /// The job's due work, at most `limit` runs of it.
+    pub(crate) fn due(job: &Arc<JobEntry>, limit: usize) -> Self {
+        Candidate {
+            job: Arc::clone(job),
+            work: Work::Due { limit },
+        }
+    }
+
+    /// How many runs due work may claim (1 for slot work).
+    pub(crate) fn due_limit(&self) -> usize {
+        match self.work {
+            Work::Due { limit } => limit,
+            Work::Slot { .. } => 1,
+        }
+    }
+
+    pub(crate) fn is_recheck(&self) -> bool {
+        matches!(self.work, Work::Slot { recheck: true, .. })
+    }
+
+    /// The slot, for slot work; `None` for due work.
+    pub(crate) fn slot_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        match &self.work {
+            Work::Slot { slot, .. } => Some(slot.scheduled_at),
+            Work::Due { .. } => None,
+        }
+    }
+
+    /// The claim of slot work; `None` for due work.
+    pub(crate) fn claim_request(&self) -> Option<ClaimRequest> {
+        let Work::Slot {
+            slot,
+            trigger,
+            partition,
+            ..
+        } = &self.work
+        else {
+            return None;
+        };
+        Some(ClaimRequest {
+            key: SlotKey {
+                job: self.job.name.to_string(),
+                scheduled_at: slot.scheduled_at,
+                partition: partition.to_string(),
+            },
+            trigger: *trigger,
+            zone: slot.zone.name().to_owned(),
+            wall: slot.wall,
+            business_date: slot.business_date(),
+            fingerprint: self.job.schedule.fingerprint(),
+            stale_after: self.job.stale_after,
+            overlap: self.job.overlap,
+        })
+    }
+}

@@ -1,0 +1,231 @@
+//! The one way to a job body: candidates walk their job's layers, outside in, one batched call per
+//! layer, and come out as runs holding every permit.
+//!
+//! ```text
+//!   tick · second look · store-outage retry      recovery · retries · buffered · catch-up
+//!        (slot work: claim by key)                 manual · backfill · hand-over (due work)
+//!                      └──────────────┬──────────────────────┘
+//!                              paused? recorded
+//!                      flag (local) → lock → slot row (claim / claim_due)
+//!                                     │
+//!                               run::execute
+//! ```
+
+use std::sync::Arc;
+
+use crate::entry::{Candidate, JobEntry, RunSlot, Work};
+use crate::guard::{Decision, GuardLevel, Permit, RunOutcome, SkipReason};
+use crate::store::ClaimRequest;
+
+use super::{OVERLAP_SKIPPED, PAUSED, Runtime};
+
+/// A body about to run, with every permit its chain gave.
+pub(crate) struct Admitted {
+    pub(crate) job: Arc<JobEntry>,
+    pub(crate) run: RunSlot,
+    pub(crate) permits: Vec<Box<dyn Permit>>,
+}
+
+/// What the chain made of a batch.
+#[derive(Default)]
+pub(crate) struct Admission {
+    /// Admitted by every layer: run them.
+    pub(crate) runs: Vec<Admitted>,
+    /// First looks at `slot`-level slots whose lock another process held: look again shortly.
+    pub(crate) deferred: Vec<Candidate>,
+    /// Slot work the store could not be asked about: claim it when the store is back.
+    pub(crate) unavailable: Vec<Candidate>,
+}
+
+type Held = (Candidate, Vec<Box<dyn Permit>>);
+
+/// Walks `batch` through the chain of each candidate's job.
+pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
+    let mut out = Admission::default();
+    let batch = drop_paused(rt, batch).await;
+    let mut held: Vec<Held> = batch.into_iter().map(|c| (c, Vec::new())).collect();
+    for guard in &rt.guards {
+        if rt.stop.is_cancelled() {
+            break;
+        }
+        let indices: Vec<usize> = (0..held.len())
+            .filter(|&i| held[i].0.job.layers.includes(guard.level()))
+            .collect();
+        if indices.is_empty() {
+            continue;
+        }
+        let candidates: Vec<&Candidate> = indices.iter().map(|&i| &held[i].0).collect();
+        let decisions = guard.acquire(&candidates).await;
+        let mut leaving = Vec::new();
+        for (&i, decision) in indices.iter().zip(decisions) {
+            match decision {
+                Decision::Admit(permit) => held[i].1.push(permit),
+                Decision::Pass => {}
+                other => leaving.push((i, other)),
+            }
+        }
+        let mut overlapped = Vec::new();
+        // Highest index first, so that `swap_remove` leaves the lower ones in place.
+        for (i, decision) in leaving.into_iter().rev() {
+            let (candidate, permits) = held.swap_remove(i);
+            match decision {
+                Decision::Claimed(runs) => claimed(&mut out, &candidate, permits, runs).await,
+                Decision::Skip(reason) => {
+                    refused(&mut out, &mut overlapped, candidate, permits, reason).await;
+                }
+                Decision::Admit(_) | Decision::Pass => unreachable!("kept above"),
+            }
+        }
+        record(rt, &overlapped, OVERLAP_SKIPPED).await;
+    }
+    for (candidate, permits) in held {
+        if rt.stop.is_cancelled() {
+            skip(&candidate, permits, &SkipReason::ShuttingDown).await;
+            continue;
+        }
+        if let Work::Slot {
+            slot,
+            trigger,
+            partition,
+            ..
+        } = candidate.work
+        {
+            let run = RunSlot {
+                slot,
+                trigger,
+                partition,
+            };
+            out.runs.push(Admitted {
+                job: candidate.job,
+                run,
+                permits,
+            });
+        }
+    }
+    if rt.stop.is_cancelled() {
+        // Claimed while shutdown began: hand them straight back, for another replica to recover.
+        for run in std::mem::take(&mut out.runs) {
+            release(run.permits, &abandoned(SkipReason::ShuttingDown.label())).await;
+        }
+    }
+    out
+}
+
+/// Leaves out the work of paused jobs, recording their slots `skipped` (reason `paused`).
+async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<Candidate> {
+    let paused: Vec<Candidate> = batch.extract_if(.., |c| c.job.is_paused()).collect();
+    let mut requests = Vec::new();
+    for candidate in &paused {
+        let Some(slot) = candidate.slot_at() else {
+            continue;
+        };
+        crate::metrics::skipped(&candidate.job.name, "paused");
+        tracing::info!(event = "job_claim_skipped", job = %candidate.job.name, %slot, reason = "paused", "job is paused");
+        if candidate.job.level == GuardLevel::Slot {
+            requests.extend(candidate.claim_request());
+        }
+    }
+    record(rt, &requests, PAUSED).await;
+    batch
+}
+
+/// Due work the slot layer claimed: each claimed attempt becomes a run. Only jobs whose chain has
+/// no flag and no lock can get more than one (one per partition, or `allow`).
+async fn claimed(
+    out: &mut Admission,
+    candidate: &Candidate,
+    mut outer: Vec<Box<dyn Permit>>,
+    runs: Vec<(RunSlot, Box<dyn Permit>)>,
+) {
+    if runs.is_empty() {
+        // Nothing was due after all (another replica was first): give the flag and lock back.
+        release(outer, &abandoned("nothing due")).await;
+        return;
+    }
+    debug_assert!(runs.len() == 1 || outer.is_empty());
+    for (run, permit) in runs {
+        let mut permits = std::mem::take(&mut outer);
+        permits.push(permit);
+        crate::metrics::recovered(&candidate.job.name);
+        out.runs.push(Admitted {
+            job: Arc::clone(&candidate.job),
+            run,
+            permits,
+        });
+    }
+}
+
+/// A candidate a layer refused: logged, its permits released, and sorted into what follows.
+async fn refused(
+    out: &mut Admission,
+    overlapped: &mut Vec<ClaimRequest>,
+    candidate: Candidate,
+    permits: Vec<Box<dyn Permit>>,
+    reason: SkipReason,
+) {
+    if candidate.slot_at().is_none() {
+        // Due work stays in the store for the next round.
+        release(permits, &abandoned(reason.label())).await;
+        return;
+    }
+    skip(&candidate, permits, &reason).await;
+    let slot_level = candidate.job.level == GuardLevel::Slot;
+    match reason {
+        // Only this process's own flag proves a previous run is still going. A lock held elsewhere
+        // may be another replica working on this very slot, which must not be recorded as skipped
+        // under it: look again shortly, when its row should exist.
+        SkipReason::RunningHere if slot_level => overlapped.extend(candidate.claim_request()),
+        SkipReason::LockedElsewhere if slot_level && !candidate.is_recheck() => {
+            out.deferred.push(candidate);
+        }
+        SkipReason::StoreUnavailable(_) => out.unavailable.push(candidate),
+        _ => {}
+    }
+}
+
+/// Records slots not run, with `reason`, through the slot layer.
+async fn record(rt: &Runtime, requests: &[ClaimRequest], reason: &str) {
+    if let (Some(slots), false) = (&rt.slots, requests.is_empty())
+        && let Err(e) = slots.record_skipped(requests, reason).await
+    {
+        tracing::warn!(error = %e, reason, slots = requests.len(), "could not record skipped slots");
+    }
+}
+
+fn abandoned(reason: &str) -> RunOutcome {
+    RunOutcome::Abandoned {
+        reason: reason.to_owned(),
+    }
+}
+
+async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &SkipReason) {
+    let job = &candidate.job.name;
+    if !(candidate.is_recheck() && *reason == SkipReason::AlreadyClaimed) {
+        // A second look that finds the row is the same conflict, counted at the tick.
+        crate::metrics::skipped(job, reason.label());
+    }
+    let slot = candidate.slot_at();
+    match reason {
+        SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {
+            tracing::debug!(event = "job_claim_skipped", %job, ?slot, reason = reason.label(), "{reason}");
+        }
+        SkipReason::RunningHere | SkipReason::ShuttingDown | SkipReason::Overlap(_) => {
+            tracing::info!(event = "job_claim_skipped", %job, ?slot, reason = reason.label(), "{reason}");
+        }
+        SkipReason::StoreUnavailable(_) | SkipReason::NotDue => {
+            tracing::warn!(event = "job_claim_skipped", %job, ?slot, reason = reason.label(), "{reason}");
+        }
+    }
+    release(permits, &abandoned(reason.label())).await;
+}
+
+/// Releases permits inside out; the answer of the innermost layer that records outcomes (`true`
+/// when there is none).
+pub(crate) async fn release(permits: Vec<Box<dyn Permit>>, outcome: &RunOutcome) -> bool {
+    let mut accepted = None;
+    for permit in permits.into_iter().rev() {
+        let answer = permit.release(outcome).await;
+        accepted = accepted.or(answer);
+    }
+    accepted.unwrap_or(true)
+}

@@ -1,0 +1,203 @@
+//! The run of one job body, with every permit of its chain held, and how it ended.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::context::{JobContext, RunInfo};
+use crate::entry::JobEntry;
+use crate::guard::RunOutcome;
+use crate::job::{ErrorClass, JobResult};
+use crate::store::Trigger;
+
+use super::Runtime;
+use super::chain::{Admitted, release};
+
+/// What the body's future gave: `None` when it was dropped (lost ownership, or past `kill_after`
+/// in shutdown); `Some(Err)` when it panicked.
+type Ended = Option<Result<JobResult, Box<dyn std::any::Any + Send>>>;
+
+/// Runs one admitted body and records how it ended.
+pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) {
+    let mut info = RunInfo::default();
+    for permit in &admitted.permits {
+        permit.describe(&mut info);
+    }
+    let span = tracing::info_span!(
+        "job_run",
+        job = %admitted.job.name,
+        slot = %admitted.run.slot.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        trigger = admitted.run.trigger.as_str(),
+        partition = %admitted.run.partition,
+        attempt = info.attempt.unwrap_or(1),
+        run_id = info.run_id,
+        token = info.fencing_token,
+        owner = %rt.owner,
+        outcome = tracing::field::Empty,
+    );
+    let job = Arc::clone(&admitted.job);
+    rt.running.fetch_add(1, Ordering::AcqRel);
+    run(&rt, admitted, info).instrument(span).await;
+    rt.running.fetch_sub(1, Ordering::AcqRel);
+    if job.layers.slot && job.backlog.load(Ordering::Acquire) {
+        // More of the job's work waits in the store: the recovery loop looks again now.
+        job.look_again.store(true, Ordering::Release);
+        rt.due_wake.notify_one();
+    }
+}
+
+async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
+    let Admitted { job, run, permits } = admitted;
+    let losses: Vec<CancellationToken> = permits.iter().filter_map(|p| p.loss()).collect();
+    let (stop, lost) = (rt.cancel.child_token(), CancellationToken::new());
+    let mut ctx = JobContext::new(
+        Arc::clone(&job.name),
+        &run,
+        info,
+        Arc::clone(&rt.state),
+        (stop.clone(), lost.clone()),
+    );
+    if let Some(checkpoints) = permits.iter().find_map(|p| p.checkpoints()) {
+        match checkpoints.load().await {
+            Ok(saved) => ctx.checkpoint = saved.map(Arc::from),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the checkpoint; the attempt starts from scratch")
+            }
+        }
+        ctx.saver = Some(checkpoints);
+    }
+    if run.trigger == Trigger::Schedule
+        && let Ok(early) = (run.slot.scheduled_at - rt.clock.now()).to_std()
+    {
+        // Claimed ahead (`claim_ahead`) or spread: the body still starts at the slot's instant.
+        tokio::time::sleep(early).await;
+    }
+    tracing::info!(event = "job_started", level = %job.level, "job started");
+    let lag = (run.trigger == Trigger::Schedule).then(|| {
+        (rt.clock.now() - run.slot.scheduled_at)
+            .to_std()
+            .unwrap_or_default()
+    });
+    crate::metrics::run_started(&job.name, lag);
+    let started = tokio::time::Instant::now();
+    let watch = async {
+        wait_any(&losses).await;
+        lost.cancel();
+        stop.cancel();
+        crate::metrics::ownership_lost(&job.name);
+        tracing::warn!(
+            event = "job_ownership_lost",
+            "lost ownership while running; telling the job to stop"
+        );
+        std::future::pending::<()>().await;
+    };
+    let ended = tokio::select! {
+        ended = body(rt, &job, ctx) => ended,
+        () = watch => None,
+    };
+    let outcome = outcome(ended, rt.cancel.is_cancelled());
+    let took = started.elapsed();
+    crate::metrics::run_completed(
+        &job.name,
+        outcome.label(),
+        took,
+        rt.clock.now().timestamp_millis() as f64 / 1000.0,
+    );
+    tracing::Span::current().record("outcome", outcome.label());
+    let accepted = release(permits, &outcome).await;
+    if matches!(outcome, RunOutcome::Abandoned { .. }) {
+        rt.abandoned.fetch_add(1, Ordering::AcqRel);
+    }
+    log_end(&outcome, took.as_millis() as u64, accepted);
+}
+
+/// Runs the body with the job's timeout, catching panics; after shutdown's cancel it gets
+/// `kill_after` to return.
+async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> Ended {
+    let handler = Arc::clone(&job.handler);
+    let body = match std::panic::catch_unwind(AssertUnwindSafe(move || handler(ctx))) {
+        Ok(body) => body,
+        Err(panic) => return Some(Err(panic)),
+    };
+    let timeout = job.retry.timeout;
+    let body = async move {
+        match timeout {
+            None => body.await,
+            Some(limit) => tokio::time::timeout(limit, body).await.unwrap_or_else(|_| {
+                Err(crate::JobError::transient(format!(
+                    "attempt timed out after {limit:?}"
+                )))
+            }),
+        }
+    };
+    let mut body = Box::pin(AssertUnwindSafe(body).catch_unwind());
+    tokio::select! {
+        biased;
+        result = &mut body => return Some(result),
+        () = rt.cancel.cancelled() => {}
+    }
+    tokio::time::timeout(rt.kill_after, &mut body).await.ok()
+}
+
+fn outcome(ended: Ended, shutting_down: bool) -> RunOutcome {
+    match ended {
+        Some(Ok(Ok(()))) => RunOutcome::Succeeded,
+        Some(Ok(Err(_)) | Err(_)) | None if shutting_down => RunOutcome::Abandoned {
+            reason: "shutdown".to_owned(),
+        },
+        Some(Ok(Err(e))) => RunOutcome::Failed {
+            class: e.class(),
+            message: e.to_string(),
+        },
+        Some(Err(panic)) => RunOutcome::Failed {
+            class: ErrorClass::Transient,
+            message: format!("panicked: {}", panic_message(panic.as_ref())),
+        },
+        None => RunOutcome::Abandoned {
+            reason: "lost".to_owned(),
+        },
+    }
+}
+
+/// `accepted`: whether the store recorded the outcome (runs without a slot row: always).
+fn log_end(outcome: &RunOutcome, elapsed_ms: u64, accepted: bool) {
+    match outcome {
+        RunOutcome::Succeeded if accepted => {
+            tracing::info!(event = "job_succeeded", elapsed_ms, "job succeeded");
+        }
+        RunOutcome::Succeeded => {
+            tracing::warn!(
+                event = "job_succeeded",
+                elapsed_ms,
+                accepted,
+                "job succeeded, but the store refused the outcome: this attempt no longer held the run"
+            );
+        }
+        RunOutcome::Failed { class, message } => {
+            tracing::warn!(event = "job_failed", elapsed_ms, accepted, class = ?class, error = %message, "job failed");
+        }
+        RunOutcome::Abandoned { reason } => {
+            tracing::warn!(event = "job_abandoned", elapsed_ms, accepted, %reason, "job abandoned");
+        }
+    }
+}
+
+/// Completes when any token is cancelled; never, when there are none.
+async fn wait_any(tokens: &[CancellationToken]) {
+    if tokens.is_empty() {
+        return std::future::pending().await;
+    }
+    futures::future::select_all(tokens.iter().map(|t| Box::pin(t.cancelled()))).await;
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}

@@ -1,0 +1,188 @@
+//! A tick: the slots that fell due together, through the chain; then the second look at slots whose
+//! lock was held elsewhere, and the retries of slots whose claim met an unavailable store.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::entry::{Candidate, Work};
+use crate::guard::GuardLevel;
+use crate::policy::CatchUp;
+
+use super::chain::{self, Admission};
+use super::{Runtime, STORE_UNAVAILABLE, run};
+
+/// How long after its tick a slot whose job's lock was held elsewhere is looked at again.
+const LOCK_RECHECK: Duration = Duration::from_millis(250);
+
+/// The first and the longest wait between claims of slots that met an unavailable store.
+const OUTAGE_RETRY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Walks the slots of one tick through the chain, after `delay` (this replica's share of the
+/// load spread), and starts what it admitted.
+pub(crate) async fn tick(rt: Arc<Runtime>, delay: Duration, batch: Vec<Candidate>) {
+    if !delay.is_zero() {
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+    let batch = expand_partitions(batch).await;
+    let admission = chain::admit(&rt, batch).await;
+    follow(&rt, admission);
+}
+
+/// Starts the admitted runs and schedules the second looks and the outage retries.
+fn follow(rt: &Arc<Runtime>, admission: Admission) {
+    for admitted in admission.runs {
+        rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
+    }
+    if !admission.deferred.is_empty() {
+        let task: Task = Box::pin(recheck(Arc::clone(rt), admission.deferred));
+        rt.tracker.spawn(task);
+    }
+    if !admission.unavailable.is_empty() {
+        let task: Task = Box::pin(outage(Arc::clone(rt), admission.unavailable));
+        rt.tracker.spawn(task);
+    }
+}
+
+/// The second look at slots of `slot`-level jobs whose lock another process held at their tick.
+/// Usually that process was working on the same slot and its row exists by now: the claim answers
+/// `Taken` and nothing happens. But the holder may have died between taking the lock and claiming
+/// (then nobody would run the slot), be frozen with its runs stale (its lock is broken, see
+/// `LockStore::break_stale_locks`), or be working on another slot of the job (a replica with another
+/// version of the schedule, or a wrong clock; then nobody would record this one). So the slot goes
+/// through the chain again, and where the lock is still held elsewhere the store decides instead:
+/// it never lets two runs of the job be `running` at once.
+async fn recheck(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+    tokio::select! {
+        () = rt.stop.cancelled() => return,
+        () = tokio::time::sleep(LOCK_RECHECK) => {}
+    }
+    for candidate in &mut batch {
+        if let Work::Slot { recheck, .. } = &mut candidate.work {
+            *recheck = true;
+        }
+    }
+    let admission = chain::admit(&rt, batch).await;
+    follow(&rt, admission);
+}
+
+/// Claims again, with a growing wait, slots whose claim met an unavailable store (a restart, a
+/// network cut), until the store answers. A slot whose window closes first (its job's next slot is
+/// due, or its catch-up window ended) is recorded `skipped` with [`STORE_UNAVAILABLE`] once the
+/// store is back, so that it is never silently dropped.
+async fn outage(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+    let mut wait = OUTAGE_RETRY.0;
+    let mut expired: Vec<Candidate> = Vec::new();
+    while !batch.is_empty() || !expired.is_empty() {
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(OUTAGE_RETRY.1);
+        let now = rt.clock.now();
+        expired.extend(batch.extract_if(.., |c| window_closed(c, now)));
+        if !expired.is_empty() && record_expired(&rt, &expired).await {
+            expired.clear();
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let mut admission = chain::admit(&rt, std::mem::take(&mut batch)).await;
+        batch = std::mem::take(&mut admission.unavailable);
+        if !admission.runs.is_empty() {
+            tracing::info!(
+                event = "job_claimed_after_outage",
+                runs = admission.runs.len(),
+                "the store is back; slots claimed"
+            );
+        }
+        follow(&rt, admission);
+    }
+}
+
+/// Whether a slot that met an unavailable store may no longer be claimed at `now`.
+fn window_closed(candidate: &Candidate, now: chrono::DateTime<chrono::Utc>) -> bool {
+    let Some(slot) = candidate.slot_at() else {
+        return true;
+    };
+    let job = &candidate.job;
+    match job.catch_up {
+        CatchUp::All { within, .. } => {
+            now - slot > chrono::Duration::from_std(within).unwrap_or(chrono::Duration::MAX)
+        }
+        CatchUp::Skip | CatchUp::Latest => job
+            .schedule
+            .next_after(slot)
+            .is_none_or(|next| next.scheduled_at <= now),
+    }
+}
+
+/// Records expired slots of `slot`-level jobs; `true` once the store took them (or there were none
+/// to record).
+async fn record_expired(rt: &Runtime, expired: &[Candidate]) -> bool {
+    for candidate in expired {
+        crate::metrics::slots_missed(&candidate.job.name, 1);
+        tracing::error!(event = "job_slot_missed", job = %candidate.job.name, slot = ?candidate.slot_at(), "the store was unavailable until the slot's window closed; it did not run");
+    }
+    let requests: Vec<_> = expired
+        .iter()
+        .filter(|c| c.job.level == GuardLevel::Slot)
+        .filter_map(Candidate::claim_request)
+        .collect();
+    let Some(slots) = &rt.slots else { return true };
+    slots
+        .record_skipped(&requests, STORE_UNAVAILABLE)
+        .await
+        .is_ok()
+}
+
+/// Replaces each candidate of a partitioned job by one per partition key its provider lists.
+async fn expand_partitions(batch: Vec<Candidate>) -> Vec<Candidate> {
+    if batch.iter().all(|c| c.job.partitions.is_none()) {
+        return batch;
+    }
+    let mut out = Vec::with_capacity(batch.len());
+    for candidate in batch {
+        let (Some(provider), Some(slot)) = (&candidate.job.partitions, candidate.slot_at()) else {
+            out.push(candidate);
+            continue;
+        };
+        let keys = match provider().await {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::error!(event = "job_partitions_failed", job = %candidate.job.name, %slot, error = %e, "partition provider failed; the slot is not run");
+                crate::metrics::skipped(&candidate.job.name, "partitions_failed");
+                continue;
+            }
+        };
+        out.extend(partition_candidates(&candidate, keys));
+    }
+    out
+}
+
+/// One candidate per valid, distinct key.
+fn partition_candidates(candidate: &Candidate, keys: Vec<String>) -> Vec<Candidate> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for key in keys {
+        if let Err(problem) = slotguard_cron::check_partition(&key) {
+            tracing::warn!(job = %candidate.job.name, partition = %slotguard_cron::shown_within(&key, 64), %problem, "partition key left out");
+            continue;
+        }
+        if !seen.insert(key.clone()) {
+            continue;
+        }
+        let mut each = candidate.clone();
+        if let Work::Slot { partition, .. } = &mut each.work {
+            *partition = Arc::from(key);
+        }
+        out.push(each);
+    }
+    out
+}

@@ -1,0 +1,178 @@
+//! The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
+//! due by then to a tick task, and never awaits a run.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use slotguard_cron::Slot;
+
+use crate::entry::Candidate;
+
+use super::{Runtime, deadline, tick};
+
+type Heap = BinaryHeap<Reverse<(DateTime<Utc>, usize)>>;
+
+/// Each job's next slot, the last slot fired per job (a clock that steps back never fires a slot
+/// twice here), and the heap of due times.
+struct Plan {
+    next: Vec<Option<Slot>>,
+    fired: Vec<Option<DateTime<Utc>>>,
+    heap: Heap,
+}
+
+/// Runs the timer until shutdown.
+pub(crate) async fn drive(rt: Arc<Runtime>) {
+    let n = rt.jobs.len();
+    let mut plan = Plan {
+        next: vec![None; n],
+        fired: vec![None; n],
+        heap: BinaryHeap::with_capacity(n),
+    };
+    let mut changes = rt.synced.as_ref().map(|c| c.changes());
+    plan.replan(&rt);
+    let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
+    loop {
+        let Some(&Reverse((due, _))) = plan.heap.peek() else {
+            // No job will ever fire again (the calendar ran out); wait for shutdown.
+            rt.stop.cancelled().await;
+            return;
+        };
+        let wait = (due - lead - rt.clock.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        if !wait.is_zero() {
+            let changed = async {
+                let stepped = match &mut changes {
+                    Some(changes) => changes.changed().await.is_ok(),
+                    None => false,
+                };
+                if !stepped {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = rt.stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+                // The scheduler's time stepped (see `ClockSync`): plan from the new time.
+                () = changed => plan.replan(&rt),
+            }
+            // Re-read the clock: a wake-up is never trusted to be on time.
+            continue;
+        }
+        if rt.stop.is_cancelled() {
+            return;
+        }
+        let batch = plan.take_due(&rt, lead);
+        spawn_ticks(&rt, batch);
+    }
+}
+
+impl Plan {
+    /// Each job's next slot after the current time (and after the last slot it fired here).
+    fn replan(&mut self, rt: &Runtime) {
+        self.heap.clear();
+        let now = rt.clock.now();
+        for (i, job) in rt.jobs.iter().enumerate() {
+            let from = self.fired[i].map_or(now, |f| f.max(now));
+            let slot = job.schedule.next_after(from);
+            if let Some(slot) = slot {
+                self.heap.push(Reverse((slot.scheduled_at, i)));
+            }
+            self.next[i] = slot;
+        }
+    }
+
+    /// Pops every slot due by now (plus the claim lead), one per job, and plans each job's next.
+    fn take_due(&mut self, rt: &Arc<Runtime>, lead: chrono::Duration) -> Vec<Candidate> {
+        let now = rt.clock.now();
+        let mut batch = Vec::new();
+        let mut in_batch = HashSet::new();
+        while let Some(&Reverse((due, i))) = self.heap.peek() {
+            // One slot per job per tick: a job's next slot inside the horizon goes to the next tick.
+            if due > now + lead || in_batch.contains(&i) {
+                break;
+            }
+            self.heap.pop();
+            in_batch.insert(i);
+            let Some(slot) = self.next[i] else { continue };
+            self.fired[i] = Some(slot.scheduled_at);
+            let following = following(rt, i, slot, now);
+            self.next[i] = following;
+            if let Some(f) = following {
+                self.heap.push(Reverse((f.scheduled_at, i)));
+            }
+            let job = &rt.jobs[i];
+            deadline::watch(rt, job, slot.scheduled_at);
+            batch.push(Candidate::slot(job, slot, Arc::from("")));
+        }
+        batch
+    }
+}
+
+/// The job's slot after `slot`; when that is already past (the timer was not running: suspended,
+/// starved), the first one after now: the latest due slot fires once rather than a burst, and the
+/// catch-up policies decide about the rest.
+fn following(rt: &Runtime, i: usize, slot: Slot, now: DateTime<Utc>) -> Option<Slot> {
+    let job = &rt.jobs[i];
+    let following = job.schedule.next_after(slot.scheduled_at);
+    if following.is_none_or(|f| f.scheduled_at > now) {
+        return following;
+    }
+    let skipped = job
+        .schedule
+        .slots_after(slot.scheduled_at)
+        .take_while(|s| s.scheduled_at <= now)
+        .take(100_000)
+        .count() as u64;
+    crate::metrics::slots_missed(&job.name, skipped.saturating_sub(1).max(1));
+    tracing::warn!(
+        event = "job_slots_missed",
+        job = %job.name,
+        from = %slot.scheduled_at,
+        until = %now,
+        "timer fell behind; slots in between were not fired"
+    );
+    job.schedule.next_after(now)
+}
+
+/// Hands the batch to tick tasks, grouped by this replica's spread delay for each slot.
+fn spawn_ticks(rt: &Arc<Runtime>, batch: Vec<Candidate>) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut groups: BTreeMap<Duration, Vec<Candidate>> = BTreeMap::new();
+    for candidate in batch {
+        let delay = spread_delay(rt, &candidate);
+        groups.entry(delay).or_default().push(candidate);
+    }
+    for (delay, group) in groups {
+        rt.tracker.spawn(tick::tick(Arc::clone(rt), delay, group));
+    }
+}
+
+/// How many steps the load spread has: each replica offers a slot to the chain after one of them.
+const SPREAD_STEPS: u64 = 4;
+
+/// This replica's delay for a slot: one of [`SPREAD_STEPS`] steps of the spread, chosen by a hash of
+/// the replica, the job and the slot. Replicas whose timers fire together then start each job's
+/// slot in an order that differs per job and per slot, so the first to claim — the one that runs
+/// it — is a different replica from job to job, instead of the fastest one taking the whole tick.
+fn spread_delay(rt: &Runtime, candidate: &Candidate) -> Duration {
+    if rt.spread.is_zero() {
+        return Duration::ZERO;
+    }
+    let slot_ms = candidate.slot_at().map_or(0, |s| s.timestamp_millis());
+    let hash = crate::policy::fnv1a(
+        rt.owner
+            .bytes()
+            .chain([0])
+            .chain(candidate.job.name.bytes())
+            .chain(slot_ms.to_le_bytes()),
+    );
+    // The high bits: FNV's low bits mix poorly.
+    let step = (hash >> 32) % SPREAD_STEPS;
+    rt.spread.mul_f64(step as f64 / SPREAD_STEPS as f64)
+}
