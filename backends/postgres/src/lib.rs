@@ -64,11 +64,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use slotguard::ErrorClass;
 use slotguard::store::{
     Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
     RunStatus, SlotKey, SlotStore, StaleLock, StoreError,
 };
+use slotguard::{ErrorClass, Overlap};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Row};
 use tokio_util::sync::CancellationToken;
@@ -426,10 +426,37 @@ impl PgBackend {
     }
 }
 
+impl PgBackend {
+    /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
+    /// transaction that first takes each job's transaction-level claim lock ([`sql::LOCK_JOBS`]).
+    /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
+    /// one job at the same instant would not see each other's rows and could both run. With it,
+    /// the second claim of a job waits for the first to commit and then sees its row.
+    ///
+    /// Cancel safe: dropping the future rolls the transaction back.
+    async fn fetch_serialized<'q>(
+        &self,
+        jobs: &[&str],
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<Vec<sqlx::postgres::PgRow>, PgError> {
+        if jobs.is_empty() {
+            return Ok(query.fetch_all(&self.inner.pool).await?);
+        }
+        let mut tx = self.inner.pool.begin().await?;
+        sqlx::query(sql::LOCK_JOBS)
+            .bind(jobs)
+            .execute(&mut *tx)
+            .await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+}
+
 #[async_trait]
 impl SlotStore for PgBackend {
-    /// One statement for the whole batch; see the crate's `sql.rs` for how it stays exclusive under
-    /// concurrent claimers.
+    /// One statement for the whole batch, after the batch's jobs' claim locks; see the crate's
+    /// `sql.rs` for how it stays exclusive under concurrent claimers.
     async fn claim(
         &self,
         owner: &str,
@@ -441,13 +468,16 @@ impl SlotStore for PgBackend {
         let n = requests.len();
         let cols = RequestColumns::new(requests);
         let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
-        let rows = cols
+        let exclusive: Vec<&str> = requests
+            .iter()
+            .filter(|r| r.overlap != Overlap::Allow)
+            .map(|r| r.key.job.as_str())
+            .collect();
+        let query = cols
             .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
             .bind(&overlaps)
-            .bind(max_early_us())
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
+            .bind(max_early_us());
+        let rows = self.fetch_serialized(&exclusive, query).await?;
         if rows.len() != n {
             return Err(StoreError::Rejected(format!(
                 "claim answered {} rows for {n} requests",
@@ -652,15 +682,18 @@ impl SlotStore for PgBackend {
             return Ok(Vec::new());
         }
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
-        let rows = sqlx::query(sql(&self.inner.statements.claim_due))
+        let exclusive: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.overlap != Overlap::Allow)
+            .map(|s| s.job.as_str())
+            .collect();
+        let query = sqlx::query(sql(&self.inner.statements.claim_due))
             .bind(owner)
             .bind(&jobs)
             .bind(&max_attempts)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(&overlaps)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
+            .bind(&overlaps);
+        let rows = self.fetch_serialized(&exclusive, query).await?;
         rows.iter()
             .map(|row| -> Result<DueClaim, PgError> {
                 let attempt: i32 = row.try_get("attempt")?;
@@ -808,6 +841,7 @@ impl LockStore for PgBackend {
         let freed: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.break_stale_locks))
             .bind(&keys)
             .bind(&jobs)
+            .bind(self.inner.locks.app_name())
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

@@ -45,6 +45,18 @@ SELECT pg_backend_pid() AS pid,
                AND l.pid = pg_backend_pid()) AS keys
 ";
 
+/// The lock session's `application_name` once `owner` uses it: `<app> (slotguard locks) <owner>`,
+/// cut to PostgreSQL's 63 bytes on a character boundary.
+pub(crate) fn session_name(app: &str, owner: &str) -> String {
+    let mut name = format!("{app} {owner}");
+    let mut end = name.len().min(63);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
+}
+
 /// How the lock connection is made and watched.
 #[derive(Debug, Clone)]
 pub(crate) struct LockConfig {
@@ -91,6 +103,14 @@ impl Locks {
             config,
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// The lock session's `application_name` before an owner is added to it.
+    pub(crate) fn app_name(&self) -> &str {
+        self.config
+            .options
+            .get_application_name()
+            .unwrap_or("slotguard (slotguard locks)")
     }
 
     /// See [`LockStore::try_lock`](slotguard::store::LockStore::try_lock).
@@ -177,9 +197,9 @@ impl Locks {
             let session = self.session(state).await?;
             let pid = session.pid;
             if session.named.as_deref() != Some(owner) {
-                // So that another replica can tell this session's holder (and its runs) in
+                // So that another replica can tell this session's owner (and so its runs) in
                 // `pg_stat_activity`: see `BREAK_STALE_LOCKS`.
-                let name: String = format!("slotguard {owner}").chars().take(63).collect();
+                let name = session_name(self.app_name(), owner);
                 if sqlx::query("SELECT set_config('application_name', $1, false)")
                     .bind(&name)
                     .execute(&mut session.conn)

@@ -8,6 +8,15 @@ use std::sync::Arc;
 
 use sqlx::AssertSqlSafe;
 
+/// Takes the transaction-level claim lock of each job in `$1`, in the order of their keys (so two
+/// claimers of overlapping sets of jobs never wait on each other in a cycle). The keys live in the
+/// two-`int4` advisory space (class `0x736c6f74`, "slot"), apart from the session locks of the
+/// `lock` layer, which use `bigint` keys: a claim never waits for a job's running body.
+pub(crate) const LOCK_JOBS: &str = "
+SELECT count(pg_advisory_xact_lock(1936486260, k))
+FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY k) AS keys
+";
+
 /// Claims a batch of slots in one statement.
 ///
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
@@ -57,9 +66,10 @@ use sqlx::AssertSqlSafe;
 ///   `running`, the common case).
 ///
 /// The overlap check reads the statement's snapshot: two claimers claiming *different* new slots of
-/// one job and partition at the same instant do not see each other's uncommitted rows, and both may
-/// run (or both wait, with `buffer_one`). Overlap across replicas is decided against runs that were
-/// committed when the claim began.
+/// one job and partition at the same instant would not see each other's uncommitted rows. So the
+/// backend runs `CLAIM` and `CLAIM_DUE` after [`LOCK_JOBS`] in one transaction for every job whose
+/// overlap is not `allow`: the second claimer of a job waits for the first to commit, and its
+/// statement's snapshot, taken after the wait, sees the first one's rows.
 pub(crate) const CLAIM: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token,
@@ -408,7 +418,8 @@ WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at 
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the
-/// session is another process's lock connection (its `application_name` names the owner) whose
+/// session is another process's lock connection (its `application_name` is the lock sessions'
+/// name `$3` followed by the owner, see `locks::session_name`) whose
 /// runs of the job are `running` with an expired heartbeat, and no run of the job is fresh: a
 /// frozen or cut-off holder. Answers the keys whose holder was ended.
 pub(crate) const BREAK_STALE_LOCKS: &str = r#"
@@ -425,7 +436,7 @@ WITH holders AS MATERIALIZED (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'
             AND r.heartbeat_at + r.stale_after < now()
-            AND a.application_name = left('slotguard ' || r.owner, 63))
+            AND a.application_name = left($3 || ' ' || r.owner, 63))
       AND NOT EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'

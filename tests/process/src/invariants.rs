@@ -11,6 +11,18 @@
 //!   threshold plus a grace, by the database clock.
 //! - **(d) every expected slot is recorded**: each `(job, slot)` the scenario expects has a row
 //!   (run, skipped with a reason, failed, ...), unless the scenario explains its absence.
+//! - **(e) one execution of a job at a time**: for a job at level `lock` or `slot` whose overlap
+//!   policy is not `allow`, no two executions of the same `(job, partition)` overlap in time. An
+//!   execution is `[its ledger start, its end]`, its end the earliest of its ledger line that ends
+//!   it (`end`, `lost`, `cancelled`, `failed`), the instant its process was killed (`kill -9`, by
+//!   the harness) and the instant the store closed its attempt (`finished_at` in
+//!   `job_run_attempts`: taken over, marked abandoned, or its own outcome written). From that last
+//!   instant on, the store refuses every write under its fencing token, so a body that wakes from
+//!   `SIGSTOP` after a take-over is a fenced tail, not a second execution. With none of the three
+//!   the execution is still open when the checker reads the ledger. Ledger times are the replicas'
+//!   system clocks, kill times the harness's, attempt times the database server's `now()` (the
+//!   start of the writing transaction, so never later than the write): one machine, one kernel
+//!   clock, so they differ only by when each was read. [`OVERLAP_TOLERANCE`] (5 ms) absorbs that.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -71,6 +83,10 @@ pub struct Report {
     pub max_attempt: u32,
     /// Rows per status.
     pub statuses: BTreeMap<&'static str, usize>,
+    /// Pairs of executions of one exclusive job that overlapped (e).
+    pub overlapping: usize,
+    /// The longest such overlap.
+    pub overlap_max: chrono::Duration,
     /// Violations, each a sentence naming the slot.
     pub violations: Vec<String>,
 }
@@ -89,7 +105,7 @@ impl Report {
             .map(|(s, n)| format!("{s}={n}"))
             .collect();
         format!(
-            "rows={} expected={} executions={} re-executed={} accepted={} refused={} extra-attempts={} max-attempt={} [{}] violations={}",
+            "rows={} expected={} executions={} re-executed={} accepted={} refused={} extra-attempts={} max-attempt={} [{}] overlapping={} overlap-max={}ms violations={}",
             self.rows,
             self.expected,
             self.executions,
@@ -99,6 +115,8 @@ impl Report {
             self.extra_attempts,
             self.max_attempt,
             statuses.join(" "),
+            self.overlapping,
+            self.overlap_max.num_milliseconds(),
             self.violations.len()
         )
     }
@@ -279,6 +297,151 @@ fn check_run(
     }
 }
 
+/// How far apart two clocks of this machine may read one instant (see (e) above).
+pub const OVERLAP_TOLERANCE: chrono::Duration = chrono::Duration::milliseconds(5);
+
+/// What (e) needs beyond the ledger and the runs table.
+#[derive(Debug, Clone, Default)]
+pub struct Exclusion {
+    /// Jobs that may run beside themselves (overlap `allow`, or a level below `lock`): left out.
+    pub shared: BTreeSet<String>,
+    /// When the harness killed each process (`kill -9`), by its own clock, read after the signal was
+    /// sent (so never before the process died).
+    pub killed: BTreeMap<u32, DateTime<Utc>>,
+}
+
+/// One execution of a job body and the interval (e) gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    /// The job.
+    pub job: String,
+    /// The run's partition key (empty when not partitioned, or at level `lock`).
+    pub partition: String,
+    /// The slot, as written.
+    pub slot: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// The fencing token (0 at level `lock`).
+    pub token: i64,
+    /// The process that ran it.
+    pub pid: u32,
+    /// Its ledger `start`.
+    pub start: DateTime<Utc>,
+    /// The earliest of its ending ledger line, its process's kill and its attempt's close.
+    pub end: DateTime<Utc>,
+    /// Which of those came first: the ledger line's kind, `killed`, `fenced`, or `open`.
+    pub ended_by: String,
+}
+
+/// The executions of the ledger with their intervals; `now` ends those still open. A `start`
+/// without a time (an old ledger) is left out.
+pub fn bounded(
+    effects: &[Effect],
+    runs: &[RunRecord],
+    killed: &BTreeMap<u32, DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Vec<Execution> {
+    let mut attempts: BTreeMap<i64, (&RunRecord, Option<DateTime<Utc>>)> = BTreeMap::new();
+    for run in runs {
+        for a in &run.attempts {
+            attempts.insert(a.token, (run, a.finished_at));
+        }
+    }
+    // The lines that ended each execution, oldest first, per (job, slot, attempt, token, pid).
+    type Id = (String, String, u32, i64, u32);
+    let id = |e: &Effect| -> Id { (e.job.clone(), e.slot.clone(), e.attempt, e.token, e.pid) };
+    let mut endings: BTreeMap<Id, std::collections::VecDeque<&Effect>> = BTreeMap::new();
+    for e in effects.iter().filter(|e| e.kind != "start") {
+        endings.entry(id(e)).or_default().push_back(e);
+    }
+    let mut out = Vec::new();
+    for e in effects.iter().filter(|e| e.kind == "start") {
+        let Some(start) = e.at else { continue };
+        let line = endings.get_mut(&id(e)).and_then(|q| q.pop_front());
+        let (run, fenced) = attempts.get(&e.token).copied().unzip();
+        let mut ends: Vec<(DateTime<Utc>, String)> = Vec::new();
+        if let Some(ended) = line.and_then(|l| l.at.map(|at| (at, l.kind.clone()))) {
+            ends.push(ended);
+        }
+        if let Some(at) = killed.get(&e.pid) {
+            ends.push((*at, "killed".into()));
+        }
+        if let Some(at) = fenced.flatten() {
+            ends.push((at, "fenced".into()));
+        }
+        // An end before the start cannot be this execution's: a kill of an earlier process that
+        // had the same pid (pids are reused). Leaving it out only lengthens the interval.
+        let (end, ended_by) = ends
+            .into_iter()
+            .filter(|(t, _)| *t >= start - OVERLAP_TOLERANCE)
+            .min()
+            .unwrap_or((now, "open".into()));
+        out.push(Execution {
+            job: e.job.clone(),
+            partition: run.map(|r| r.key.partition.clone()).unwrap_or_default(),
+            slot: e.slot.clone(),
+            attempt: e.attempt,
+            token: e.token,
+            pid: e.pid,
+            start,
+            end,
+            ended_by,
+        });
+    }
+    out
+}
+
+/// Checks (e) and adds what it finds to `report`.
+pub fn check_overlaps(
+    report: &mut Report,
+    effects: &[Effect],
+    runs: &[RunRecord],
+    now: DateTime<Utc>,
+    exclusion: &Exclusion,
+) {
+    let mut by_job: BTreeMap<(String, String), Vec<Execution>> = BTreeMap::new();
+    for x in bounded(effects, runs, &exclusion.killed, now) {
+        if !exclusion.shared.contains(&x.job) {
+            by_job
+                .entry((x.job.clone(), x.partition.clone()))
+                .or_default()
+                .push(x);
+        }
+    }
+    for (key, mut xs) in by_job {
+        xs.sort_by_key(|x| x.start);
+        for (i, later) in xs.iter().enumerate() {
+            for earlier in &xs[..i] {
+                let overlap = earlier.end.min(later.end) - later.start;
+                if overlap <= OVERLAP_TOLERANCE {
+                    continue;
+                }
+                report.overlapping += 1;
+                report.overlap_max = report.overlap_max.max(overlap);
+                report.violations.push(format!(
+                    "{key:?}: {} overlapped {} by {} ms",
+                    described(earlier),
+                    described(later),
+                    overlap.num_milliseconds()
+                ));
+            }
+        }
+    }
+}
+
+fn described(x: &Execution) -> String {
+    format!(
+        "slot {} attempt {} (pid {}, token {}) [{}, {} {}]",
+        x.slot,
+        x.attempt,
+        x.pid,
+        x.token,
+        x.start.format("%H:%M:%S%.3f"),
+        x.end.format("%H:%M:%S%.3f"),
+        x.ended_by
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,7 +509,136 @@ mod tests {
             token,
             instance: "n".into(),
             pid: 1,
+            at: None,
         }
+    }
+
+    /// A ledger line written `ms` milliseconds after `at(0)` by process `pid`.
+    fn timed(kind: &str, slot: i64, attempt: u32, token: i64, pid: u32, ms: i64) -> Effect {
+        Effect {
+            pid,
+            at: Some(at(0) + chrono::Duration::milliseconds(ms)),
+            ..effect(kind, slot, attempt, token)
+        }
+    }
+
+    fn overlaps(effects: &[Effect], runs: &[RunRecord], exclusion: &Exclusion) -> Report {
+        let mut report = Report::default();
+        check_overlaps(&mut report, effects, runs, at(100), exclusion);
+        report
+    }
+
+    /// Slot 0: attempt 1 (token 1) closed at 3 s by the take-over, attempt 2 (token 5) from 3 s to
+    /// `done`; slot `newer` (token 7) from its instant to one second later.
+    fn taken_over_beside(newer: i64, done: i64) -> Vec<RunRecord> {
+        vec![
+            run(
+                0,
+                RunStatus::Succeeded,
+                vec![
+                    attempt(1, 1, RunStatus::Abandoned, 0, Some(3)),
+                    attempt(2, 5, RunStatus::Succeeded, 3, Some(done)),
+                ],
+            ),
+            run(
+                newer,
+                RunStatus::Succeeded,
+                vec![attempt(1, 7, RunStatus::Succeeded, newer, Some(newer + 1))],
+            ),
+        ]
+    }
+
+    /// Slot 0 was interrupted at 0.5 s (attempt 1, token 1) and recovered at 3.5 s (attempt 2,
+    /// token 5), while slot 3 (token 7) ran from 3.0 s to 4.0 s.
+    fn recovered_beside_newer() -> (Vec<Effect>, Vec<RunRecord>) {
+        let runs = taken_over_beside(3, 5);
+        let effects = vec![
+            timed("start", 0, 1, 1, 10, 10),
+            timed("start", 3, 1, 7, 20, 3_000),
+            timed("start", 0, 2, 5, 30, 3_500),
+            timed("end", 3, 1, 7, 20, 3_960),
+            timed("end", 0, 2, 5, 30, 4_460),
+        ];
+        (effects, runs)
+    }
+
+    #[test]
+    fn overlapping_executions_of_one_job_are_caught() {
+        let killed = Exclusion {
+            killed: [(10, at(0) + chrono::Duration::milliseconds(500))].into(),
+            ..Exclusion::default()
+        };
+        let (effects, runs) = recovered_beside_newer();
+        let report = overlaps(&effects, &runs, &killed);
+        assert_eq!(report.overlapping, 1, "{:?}", report.violations);
+        assert_eq!(report.overlap_max.num_milliseconds(), 460);
+        let v = &report.violations[0];
+        assert!(
+            v.contains("by 460 ms") && v.contains("attempt 2 (pid 30"),
+            "{v}"
+        );
+        // The same job at overlap `allow` may overlap.
+        let shared = Exclusion {
+            shared: ["job000".to_owned()].into(),
+            ..killed.clone()
+        };
+        assert!(overlaps(&effects, &runs, &shared).violations.is_empty());
+        // Without the kill, its attempt's close (3 s) bounds the first execution: the same pair.
+        assert_eq!(
+            overlaps(&effects, &runs, &Exclusion::default()).overlapping,
+            1
+        );
+        // With neither, it is still open and overlaps both later executions too.
+        let mut open = runs.clone();
+        open[0].attempts[0].finished_at = None;
+        let report = overlaps(&effects, &open, &Exclusion::default());
+        assert_eq!(report.overlapping, 3, "{:?}", report.violations);
+        assert!(report.violations.iter().any(|v| v.contains("open]")));
+    }
+
+    #[test]
+    fn sequential_runs_and_fenced_tails_are_not_overlaps() {
+        // Sequential: each body ends as the next starts; 2 ms of clock noise is tolerated.
+        let runs: Vec<RunRecord> = (0..3)
+            .map(|s| {
+                run(
+                    s,
+                    RunStatus::Succeeded,
+                    vec![attempt(1, 10 + s, RunStatus::Succeeded, s, Some(s + 1))],
+                )
+            })
+            .collect();
+        let effects: Vec<Effect> = (0..3)
+            .flat_map(|s| {
+                [
+                    timed("start", s, 1, 10 + s, 1, s * 1_000 - 3),
+                    timed("end", s, 1, 10 + s, 1, s * 1_000 + 999),
+                ]
+            })
+            .collect();
+        let report = overlaps(&effects, &runs, &Exclusion::default());
+        assert!(report.ok(), "{:?}", report.violations);
+        // 12 ms is more than clock noise.
+        let mut early = effects.clone();
+        early[2].at = early[2].at.map(|t| t - chrono::Duration::milliseconds(10));
+        let report = overlaps(&early, &runs, &Exclusion::default());
+        assert_eq!(report.overlap_max.num_milliseconds(), 12);
+
+        // A fenced tail: attempt 1 was stopped, taken over at 3 s, and its body wrote `end` at 9 s
+        // (refused); the take-over and the next slot ran after the fence, one after the other.
+        let runs = taken_over_beside(4, 4);
+        let effects = [
+            timed("start", 0, 1, 1, 10, 10),
+            timed("start", 0, 2, 5, 30, 3_004),
+            timed("end", 0, 2, 5, 30, 3_990),
+            timed("start", 4, 1, 7, 20, 4_010),
+            timed("end", 4, 1, 7, 20, 4_970),
+            timed("end", 0, 1, 1, 10, 9_000),
+        ];
+        let report = overlaps(&effects, &runs, &Exclusion::default());
+        assert!(report.ok(), "{:?}", report.violations);
+        let x = bounded(&effects, &runs, &BTreeMap::new(), at(100));
+        assert_eq!((x[0].end, x[0].ended_by.as_str()), (at(3), "fenced"));
     }
 
     fn violations(effects: &[Effect], runs: &[RunRecord], expected: &[i64]) -> Vec<String> {

@@ -140,15 +140,19 @@ pub struct Effect {
     pub instance: String,
     /// The replica's process id.
     pub pid: u32,
+    /// When the line was written, by the replica's system clock (the real one, never the skewed
+    /// clock `--skew-ms` gives the scheduler); `None` in a ledger of the older 7-field format.
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// Reads the effects ledger written by `sg-node`.
+/// Reads the effects ledger written by `sg-node`: `kind job slot attempt token instance pid
+/// [unix_us]`.
 pub fn read_ledger(path: &Path) -> Vec<Effect> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split(' ').collect();
-            (f.len() == 7).then(|| Effect {
+            (f.len() == 7 || f.len() == 8).then(|| Effect {
                 kind: f[0].to_owned(),
                 job: f[1].to_owned(),
                 slot: f[2].to_owned(),
@@ -156,6 +160,10 @@ pub fn read_ledger(path: &Path) -> Vec<Effect> {
                 token: f[4].parse().unwrap_or(0),
                 instance: f[5].to_owned(),
                 pid: f[6].parse().unwrap_or(0),
+                at: f
+                    .get(7)
+                    .and_then(|us| us.parse().ok())
+                    .and_then(chrono::DateTime::from_timestamp_micros),
             })
         })
         .collect()
@@ -273,6 +281,13 @@ impl Cluster {
     /// Starts the server again.
     pub fn restart(&self) {
         self.pg_ctl(&["start", "-w", "-t", "30"]);
+    }
+
+    /// Restarts the server at once (`pg_ctl restart -m immediate`): every backend is killed without
+    /// a shutdown checkpoint, the server recovers and listens again. Returns when it accepts
+    /// connections.
+    pub fn restart_immediate(&self) {
+        self.pg_ctl(&["restart", "-m", "immediate", "-w", "-t", "30"]);
     }
 
     fn pg_ctl(&self, args: &[&str]) {

@@ -581,3 +581,58 @@ async fn lock_keys_cannot_collide_silently() {
     billing.close().await;
     reports.close().await;
 }
+
+/// Two replicas claim *different* new slots of one job at the same instant, with no lock layer in
+/// front (a job at `buffer_one`, or a second look): the store lets one run, never both. The claim
+/// statements read one snapshot each, so without the per-job claim lock both would see no running
+/// run and both would win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_slots_of_one_job_claimed_together_run_one_at_a_time() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        replicas.push(Arc::new(
+            schema
+                .builder()
+                .pool_size(1)
+                .connect()
+                .await
+                .expect("connect"),
+        ));
+    }
+    let mut both_ran = 0;
+    for round in 0..40 {
+        let job = format!("together_{round}");
+        let barrier = Arc::new(Barrier::new(2));
+        let mut set = JoinSet::new();
+        for (i, replica) in replicas.iter().enumerate() {
+            let (replica, barrier) = (Arc::clone(replica), Arc::clone(&barrier));
+            let mut req = request(
+                &job,
+                &format!("2026-03-02T00:00:0{i}Z"),
+                Duration::from_secs(60),
+            );
+            req.overlap = slotguard::Overlap::BufferOne;
+            set.spawn(async move {
+                barrier.wait().await;
+                let claim = replica
+                    .claim(&format!("r{i}"), &[req])
+                    .await
+                    .expect("claim");
+                matches!(claim[0], Claim::Won(_))
+            });
+        }
+        let mut won = 0;
+        while let Some(w) = set.join_next().await {
+            won += usize::from(w.expect("claimer"));
+        }
+        assert!(won >= 1, "round {round}: one of them runs");
+        both_ran += usize::from(won == 2);
+    }
+    assert_eq!(both_ran, 0, "rounds in which both slots ran at once");
+    for replica in replicas {
+        replica.close().await;
+    }
+    backend.close().await;
+}

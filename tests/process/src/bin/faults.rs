@@ -13,6 +13,7 @@
 //! a scenario picks the same faults whether it runs alone or in `all`; the timing of the processes
 //! themselves is the machine's.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -23,17 +24,23 @@ use chrono::{DateTime, Utc};
 use clap::Parser;
 use slotguard::admin::{Admin, AdminError, ChangeRequest};
 use slotguard::store::{RunRecord, RunStatus, Trigger};
-use slotguard_process_tests::invariants::{self, Report, every, expect, slot_name};
+use slotguard_process_tests::invariants::{self, Exclusion, Report, every, expect, slot_name};
 use slotguard_process_tests::proxy::{Mode, Proxy};
 use slotguard_process_tests::{Cluster, Effect, Node, executions, ledger_in, read_ledger, signal};
 
 // The crate root's modules resolve next to it: these live in `faults/`.
+#[path = "faults/busy.rs"]
+mod busy;
 #[path = "faults/catchup_kill.rs"]
 mod catchup_kill;
 #[path = "faults/dst.rs"]
 mod dst;
+#[path = "faults/lock_session.rs"]
+mod lock_session;
 #[path = "faults/rolling.rs"]
 mod rolling;
+#[path = "faults/tick_restart.rs"]
+mod tick_restart;
 
 /// The scenarios, in the order `all` runs them.
 const SCENARIOS: &[(&str, &str)] = &[
@@ -87,6 +94,26 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "rolling",
         "rolling restart from schedule v1 to v2 of the same job, one replica at a time",
+    ),
+    (
+        "busykill",
+        "kill -9 the replica running 5 every-second jobs (960 ms bodies, stale 3 s) while newer slots come",
+    ),
+    (
+        "busystop",
+        "SIGSTOP the replica running the jobs for 5 s (past stale 3 s), then SIGCONT",
+    ),
+    (
+        "locksession",
+        "pg_terminate_backend of only the busy replica's advisory-lock session",
+    ),
+    (
+        "tickrestart",
+        "pg_ctl restart -m immediate landing on a slot's instant, several times",
+    ),
+    (
+        "spread",
+        "no faults: each of 3 replicas runs its share of 5 every-second jobs",
     ),
 ];
 
@@ -207,6 +234,10 @@ struct Sc<'h> {
     dir: tempfile::TempDir,
     ledger: PathBuf,
     rng: Rng,
+    /// Processes sent `kill -9`, and when (for (e)).
+    killed: BTreeMap<u32, DateTime<Utc>>,
+    /// Jobs some replica runs at overlap `allow`, from the arguments it was started with (for (e)).
+    shared: RefCell<BTreeSet<String>>,
 }
 
 impl Sc<'_> {
@@ -238,8 +269,39 @@ impl Sc<'_> {
     }
 
     fn launch(&self, instance: &str, port: u16, extra: &[String]) -> Node {
+        self.note_shared(extra);
         let node = self.h.node.to_str().expect("utf-8 path");
         Node::spawn(node, &self.args(instance, port, extra))
+    }
+
+    /// Remembers the jobs that `sg-node` runs at overlap `allow` under `extra`: job `n` gets entry
+    /// `n % len` of `--overlap` (default `skip`); `--guard` is `lock` or `slot`, both exclusive.
+    fn note_shared(&self, extra: &[String]) {
+        let get = |flag: &str| {
+            extra
+                .iter()
+                .position(|a| a == flag)
+                .and_then(|i| extra.get(i + 1))
+        };
+        let names: Vec<String> = match get("--names") {
+            Some(list) => list.split(',').map(str::to_owned).collect(),
+            None => job_names(get("--jobs").and_then(|n| n.parse().ok()).unwrap_or(1)),
+        };
+        let overlaps: Vec<&str> = get("--overlap").map_or("skip", |o| o).split(',').collect();
+        for (n, name) in names.into_iter().enumerate() {
+            if overlaps[n % overlaps.len()] == "allow" {
+                self.shared.borrow_mut().insert(name);
+            }
+        }
+    }
+
+    /// Sends `kill -9` to `pid` and remembers when (read after the signal was sent): the process's
+    /// executions end then, for (e).
+    fn kill(&mut self, pid: u32) -> DateTime<Utc> {
+        signal(pid, "KILL");
+        let at = Utc::now();
+        self.killed.insert(pid, at);
+        at
     }
 
     /// Starts one replica on the database and waits until it is ready.
@@ -299,7 +361,12 @@ impl Sc<'_> {
     ) -> (Report, Vec<RunRecord>, Vec<Effect>) {
         let effects = read_ledger(&self.ledger);
         let (runs, now) = self.runs();
-        let report = invariants::check(&effects, &runs, now, expected, GRACE);
+        let mut report = invariants::check(&effects, &runs, now, expected, GRACE);
+        let exclusion = Exclusion {
+            shared: self.shared.borrow().clone(),
+            killed: self.killed.clone(),
+        };
+        invariants::check_overlaps(&mut report, &effects, &runs, now, &exclusion);
         (report, runs, effects)
     }
 
@@ -406,6 +473,32 @@ fn secs_f(d: chrono::Duration) -> String {
     format!("{:.2}s", d.num_milliseconds() as f64 / 1000.0)
 }
 
+/// A run without faults.
+struct Steady {
+    /// The slots of the jobs, every second, over the steady window: from 1 s after every replica
+    /// was ready to 1 s before they were stopped.
+    expected: BTreeSet<(String, String)>,
+    /// The replicas' process ids, in the order of their instances `n0`, `n1`, ...
+    pids: Vec<u32>,
+    /// Replicas that did not exit cleanly when stopped.
+    unclean: usize,
+}
+
+/// `n` replicas on `args` (with `jobs` jobs every second) for `run_for` seconds, then stopped.
+fn steady(sc: &Sc, n: usize, args: &[String], jobs: usize, run_for: u64) -> Steady {
+    let nodes = sc.spawn_many(n, args);
+    let pids = nodes.iter().map(Node::pid).collect();
+    let from = Utc::now() + chrono_ms(1_000);
+    sleep(secs(run_for));
+    let to = Utc::now() - chrono_ms(1_000);
+    let unclean = stop_all(nodes);
+    Steady {
+        expected: expect(&job_names(jobs), &every(from, to, 1)),
+        pids,
+        unclean,
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 // ---------------------------------------------------------------------------------------------
@@ -414,17 +507,12 @@ fn race(sc: &mut Sc) -> Outcome {
     let n = sc.h.replicas;
     let (jobs, run_for) = if sc.h.quick { (90, 15) } else { (120, 30) };
     let mut out = Outcome::new(
-        "at least 1,000 slots; every slot of the steady window executed exactly once and succeeded on attempt 1; (a)-(d)",
+        "at least 1,000 slots; every slot of the steady window executed exactly once and succeeded on attempt 1; (a)-(e)",
     );
-    let nodes = sc.spawn_many(
-        n,
-        &with_common(&["--jobs", &jobs.to_string(), "--work-ms", "20"]),
-    );
-    let from = Utc::now() + chrono_ms(1_000);
-    sleep(secs(run_for));
-    let to = Utc::now() - chrono_ms(1_000);
-    let unclean = stop_all(nodes);
-    let expected = expect(&job_names(jobs), &every(from, to, 1));
+    let args = with_common(&["--jobs", &jobs.to_string(), "--work-ms", "20"]);
+    let Steady {
+        expected, unclean, ..
+    } = steady(sc, n, &args, jobs, run_for);
     let (report, runs, effects) = sc.check(&expected);
     let exec = executions(&effects);
     let rows = index(&runs);
@@ -467,7 +555,7 @@ fn kill9(sc: &mut Sc) -> Outcome {
     let iterations = if sc.h.quick { 20 } else { 200 };
     let work: u64 = 300;
     let mut out = Outcome::new(
-        "(a)-(d) over every slot of the run; each interrupted attempt recovered by another attempt within stale (2 s) + 5 s",
+        "(a)-(e) over every slot of the run; each interrupted attempt recovered by another attempt within stale (2 s) + 5 s",
     );
     let args = with_common(&["--jobs", "4", "--work-ms", &work.to_string()]);
     let mut nodes = sc.spawn_many(n, &args);
@@ -482,8 +570,7 @@ fn kill9(sc: &mut Sc) -> Outcome {
             + chrono::Duration::from_std(offset).expect("small");
         sleep_until(at);
         let pid = nodes[i].pid();
-        signal(pid, "KILL");
-        kills.push((pid, Utc::now()));
+        kills.push((pid, sc.kill(pid)));
         nodes[i] = sc.spawn(&format!("n{i}"), &args);
     }
     let to = Utc::now() - chrono_ms(1_000);
@@ -585,7 +672,7 @@ fn interrupted_by(
 fn sigstop(sc: &mut Sc) -> Outcome {
     let cycles = if sc.h.quick { 1 } else { 4 };
     let mut out = Outcome::new(
-        "another replica takes over within stale (2 s) + 5 s; the woken owner's attempt is never accepted (told `lost` or its completion refused); one accepted completion per slot; (a)-(d)",
+        "another replica takes over within stale (2 s) + 5 s; the woken owner's attempt is never accepted (told `lost` or its completion refused); one accepted completion per slot; (a)-(e)",
     );
     let args = with_common(&[
         "--jobs",
@@ -700,7 +787,7 @@ fn terminate(sc: &mut Sc) -> Outcome {
     let n = 3;
     let rounds = if sc.h.quick { 6 } else { 30 };
     let mut out = Outcome::new(
-        "every terminated replica has connected again afterwards; (a)-(d) over every slot of the run",
+        "every terminated replica has connected again afterwards; (a)-(e) over every slot of the run",
     );
     let nodes = sc.spawn_many(n, &with_common(&["--jobs", "4", "--work-ms", "400"]));
     let pool = sc.pool();
@@ -720,7 +807,7 @@ fn terminate(sc: &mut Sc) -> Outcome {
                 .block_on(
                     sqlx::query_as(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE application_name = $1 OR application_name = $1 || ' (slotguard locks)'",
+                     WHERE application_name = $1 OR application_name LIKE $1 || ' (slotguard locks)%'",
                     )
                     .bind(&app)
                     .fetch_all(&pool),
@@ -791,7 +878,7 @@ fn terminate(sc: &mut Sc) -> Outcome {
 fn restart(sc: &mut Sc) -> Outcome {
     let restarts = if sc.h.quick { 1 } else { 3 };
     let mut out = Outcome::new(
-        "replicas run slots again within 10 s of the database being back; every slot outside [down - 1 s, back + 5 s] recorded; those inside that were not recorded are listed by Admin::missed; (a)-(d)",
+        "replicas run slots again within 10 s of the database being back; every slot outside [down - 1 s, back + 5 s] recorded; those inside that were not recorded are listed by Admin::missed; (a)-(e)",
     );
     let nodes = sc.spawn_many(3, &with_common(&["--jobs", "5", "--work-ms", "400"]));
     let from = Utc::now() + chrono_ms(1_000);
@@ -891,7 +978,7 @@ fn overrun(sc: &mut Sc) -> Outcome {
     let run_for = if sc.h.quick { 20 } else { 60 };
     let policies = ["skip", "allow", "buffer_one", "replace"];
     let mut out = Outcome::new(
-        "skip: one run at a time, overlapping slots recorded skipped; allow: runs overlap, every slot finished before the stop succeeded; buffer_one: one run at a time, at most one waiting, superseded slots skipped; replace: one run at a time, every replaced run told (`lost`) and none accepted; (a)-(d)",
+        "skip: one run at a time, overlapping slots recorded skipped; allow: runs overlap, every slot finished before the stop succeeded; buffer_one: one run at a time, at most one waiting, superseded slots skipped; replace: one run at a time, every replaced run told (`lost`) and none accepted; (a)-(e)",
     );
     let nodes = sc.spawn_many(
         2,
@@ -1017,7 +1104,7 @@ fn retries(sc: &mut Sc) -> Outcome {
     let slots = if sc.h.quick { 3 } else { 10 };
     let callers = 8;
     let mut out = Outcome::new(
-        "of 8 concurrent retries of one failed slot exactly 1 is accepted and the rest refused; exactly one new attempt runs, once, and succeeds; (a)-(d)",
+        "of 8 concurrent retries of one failed slot exactly 1 is accepted and the rest refused; exactly one new attempt runs, once, and succeeds; (a)-(e)",
     );
     let flag = sc.dir.path().join("fail");
     std::fs::write(&flag, b"fail").expect("flag file");
@@ -1159,7 +1246,7 @@ fn catchup(sc: &mut Sc) -> Outcome {
     let down_for = if sc.h.quick { 6 } else { 20 };
     let rate = 20.0;
     let mut out = Outcome::new(
-        "all: every missed slot runs once (catch_up) at no more than rate + 1 starts per second; latest: only the newest missed slot runs; skip: none runs and Admin::missed lists them all; (a)-(d)",
+        "all: every missed slot runs once (catch_up) at no more than rate + 1 starts per second; latest: only the newest missed slot runs; skip: none runs and Admin::missed lists them all; (a)-(e)",
     );
     let args = with_common(&[
         "--jobs",
@@ -1400,7 +1487,7 @@ fn clockjump(sc: &mut Sc) -> Outcome {
 /// slots run are those of the true clock (the database's), each once, none early.
 fn clock_fault(sc: &mut Sc, run_for: u64, nodes: &[(&str, &[&str])]) -> Outcome {
     let mut out = Outcome::new(
-        "every slot of the true window executed exactly once, no run started more than 0.1 s before or 1 s after its slot (database clock), no row for a slot past the end, no lease taken over; (a)-(d)",
+        "every slot of the true window executed exactly once, no run started more than 0.1 s before or 1 s after its slot (database clock), no row for a slot past the end, no lease taken over; (a)-(e)",
     );
     // job000 and job001 keep the default overlap policy (`skip`: the flag and lock layers guard
     // them); job002 and job003 use `allow`, for which those layers step aside and only the slot
@@ -1487,7 +1574,7 @@ fn clock_fault(sc: &mut Sc, run_for: u64, nodes: &[(&str, &[&str])]) -> Outcome 
 
 fn proxied(sc: &mut Sc) -> Outcome {
     let mut out = Outcome::new(
-        "the proxied replica's runs in the blackhole are taken over (after stale) and its late writes refused, never accepted; it runs slots again within 30 s of the faults healing; (a)-(d)",
+        "the proxied replica's runs in the blackhole are taken over (after stale) and its late writes refused, never accepted; it runs slots again within 30 s of the faults healing; (a)-(e)",
     );
     let upstream: std::net::SocketAddr = ([127, 0, 0, 1], sc.h.cluster.port()).into();
     // Every replica goes through a proxy of its own, so that all pay the same hop and the faulted
@@ -1630,7 +1717,7 @@ fn pool(sc: &mut Sc) -> Outcome {
     let run_for = if sc.h.quick { 12 } else { 30 };
     let jobs = 30;
     let mut out = Outcome::new(
-        "with a pool of 1 connection per replica, ~75 runs of 2.5 s in flight in the cluster, and for stale + 2 s every other connection slot of the server taken: no attempt is taken over and no job told `lost`; every slot succeeded on attempt 1; (a)-(d)",
+        "with a pool of 1 connection per replica, ~75 runs of 2.5 s in flight in the cluster, and for stale + 2 s every other connection slot of the server taken: no attempt is taken over and no job told `lost`; every slot succeeded on attempt 1; (a)-(e)",
     );
     let nodes = sc.spawn_many(
         2,
@@ -1751,6 +1838,8 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         dir,
         ledger,
         rng: Rng::new(h.seed, name),
+        killed: BTreeMap::new(),
+        shared: RefCell::default(),
     };
     match name {
         "race" => race(&mut sc),
@@ -1768,6 +1857,11 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "pool" => pool(&mut sc),
         "dst" => dst::dst(&mut sc),
         "rolling" => rolling::rolling(&mut sc),
+        "busykill" => busy::busykill(&mut sc),
+        "busystop" => busy::busystop(&mut sc),
+        "locksession" => lock_session::locksession(&mut sc),
+        "tickrestart" => tick_restart::tickrestart(&mut sc),
+        "spread" => busy::spread(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

@@ -4,7 +4,7 @@
 //! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema
 //!         --instance a --ledger /tmp/ledger --jobs 10 --cron "* * * * * *" --work-ms 50
 //!         [--guard slot|lock] [--stale-ms 3000] [--recovery-ms 500] [--grace-ms 5000]
-//!         [--lock-check-ms 500] [--namespace default]
+//!         [--lock-check-ms 500] [--namespace default] [--spread-ms 20]
 //!         [--overlap skip,allow,buffer_one,replace] [--catch-up latest|all:<within_s>:<max>|skip,...]
 //!         [--catch-up-rate 1] [--pool-size 5] [--skew-ms 0] [--fail-while PATH] [--max-attempts 5]
 //!         [--names a,b,c] [--tz ZONE,...] [--dst vixie|skip|shift|instant,...]
@@ -22,10 +22,11 @@
 //! (or at the real instant `--start-at-real-ms`, so that replicas started at different times share
 //! one timeline) and advances with real time. It must not read ahead of the real clock. Like any
 //! injected clock it is the truth (`ClockSync::Observe`): the database's clock is months ahead.
+//! `--spread-ms` is `SchedulerBuilder::load_spread` (the default of a scheduler on the system clock).
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
-//! <attempt> <token> <instance> <pid>`), then works for `--work-ms` (or until told to stop), then
+//! <attempt> <token> <instance> <pid> <unix_us>`, the last field the real time of the write), then works for `--work-ms` (or until told to stop), then
 //! appends `end ...` or `lost ...` with whether its ownership was lost. Duplicates are counted from the
 //! ledger, from what actually ran. Prints `ready` once started and `stopped ...` after a graceful
 //! shutdown on SIGTERM or SIGINT.
@@ -108,14 +109,17 @@ impl Args {
     }
 }
 
+/// Appends `line` and the real time in microseconds (the system clock, not the scheduler's clock,
+/// which `--skew-ms` and `--start-at` move), so that the checker can tell when bodies ran.
 fn append(ledger: &str, line: &str) {
+    let at = chrono::Utc::now().timestamp_micros();
     // One write per line with O_APPEND: lines of several processes never interleave.
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(ledger)
     {
-        let _ = f.write_all(format!("{line}\n").as_bytes());
+        let _ = f.write_all(format!("{line} {at}\n").as_bytes());
         let _ = f.sync_data();
     }
 }
@@ -198,7 +202,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .recovery_interval(args.ms("recovery-ms", 500))
         .grace_period(args.ms("grace-ms", 5_000))
         .kill_after(Duration::from_millis(500))
-        .lock_namespace(args.get("namespace").unwrap_or("default"));
+        .lock_namespace(args.get("namespace").unwrap_or("default"))
+        // The injected clock stands in for the system clock: the system clock's default spread.
+        .load_spread(args.ms("spread-ms", 20));
     builder = match args.get("start-at") {
         Some(at) => {
             let at = chrono::DateTime::parse_from_rfc3339(at)?.to_utc();

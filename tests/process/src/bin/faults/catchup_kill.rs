@@ -7,7 +7,7 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
     let wanted_kills = if sc.h.quick { 2 } else { 5 };
     let rate = 4.0;
     let mut out = Outcome::new(
-        "every missed slot has one catch_up row, which ends succeeded; every catch-up attempt interrupted by kill -9 is taken over within stale (2 s) + 5 s; (a)-(d)",
+        "every missed slot has one catch_up row, which ends succeeded; every catch-up attempt interrupted by kill -9 is taken over within stale (2 s) + 5 s; (a)-(e)",
     );
     // 800 ms of work at 4 starts per second: about three catch-up runs in flight at any moment.
     let args = with_common(&[
@@ -43,8 +43,7 @@ pub(super) fn catchupkill(sc: &mut Sc) -> Outcome {
         }
         let i = holders[sc.rng.below(holders.len())];
         let pid = nodes[i].pid();
-        signal(pid, "KILL");
-        kills.push((pid, Utc::now()));
+        kills.push((pid, sc.kill(pid)));
         nodes[i] = sc.spawn(&format!("n{i}"), &args);
     }
     // Every interrupted attempt goes stale and is taken over; the drain finishes.

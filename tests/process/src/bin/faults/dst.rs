@@ -127,7 +127,7 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
     let (allow, pre, post) = if quick { (4, 4, 10) } else { (6, 8, 30) };
     let step = if quick { 2 } else { 1 };
     let mut out = Outcome::new(
-        "each job runs exactly the slots docs/time.md gives its DST policy (computed from chrono-tz), each once, with the documented wall time; none in gaps or second passes the policy leaves out; a replica stopped in the first pass of a repeated hour and restarted in the second runs nothing twice and loses nothing; (a)-(d)",
+        "each job runs exactly the slots docs/time.md gives its DST policy (computed from chrono-tz), each once, with the documented wall time; none in gaps or second passes the policy leaves out; a replica stopped in the first pass of a repeated hour and restarted in the second runs nothing twice and loses nothing; (a)-(e)",
     );
 
     let mut groups = Vec::new();
@@ -359,9 +359,11 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
                         format!("{instance} stopped at {now}, after the first pass")
                     });
                 }
-                node.signal(kind);
                 if kind == "KILL" {
                     killed_pids.insert(node.pid());
+                    sc.kill(node.pid());
+                } else {
+                    node.signal(kind);
                 }
                 restarts.push(format!(
                     "{instance}:{kind}@{}",

@@ -64,7 +64,7 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
     // v1 -> v2, and back in the full set.
     let rolls: &[(usize, usize)] = if quick { &[(0, 1)] } else { &[(0, 1), (1, 0)] };
     let mut out = Outcome::new(
-        "while one version runs, each of its slots executed exactly once and no slot of the other; while both run, each slot of either schedule (the union) executed exactly once; every row carries the fingerprint of a version whose schedule has its instant; (a)-(d)",
+        "while one version runs, each of its slots executed exactly once and no slot of the other; while both run, each slot of either schedule (the union) executed exactly once; every row carries the fingerprint of a version whose schedule has its instant; (a)-(e)",
     );
     let args = |version: usize| {
         with_common(&[
