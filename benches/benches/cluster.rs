@@ -29,6 +29,7 @@ use slotguard::store::{
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
+use slotguard_tests::pg::{TestSchema as Schema, database_url};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 const REPLICAS: usize = 8;
@@ -42,11 +43,6 @@ const LAG_WARMUP_SECS: i64 = 2;
 const HB_JOBS: usize = 1_000;
 const HB_BODY: Duration = Duration::from_secs(10);
 const HB_STALE_AFTER: Duration = Duration::from_secs(3);
-
-fn database_url() -> String {
-    std::env::var("SLOTGUARD_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -313,45 +309,10 @@ impl<B: Backend> Backend for Counting<B> {
 // ---------------------------------------------------------------------------------------------
 // Schemas and replicas
 
-/// A fresh schema, dropped with everything in it when this value is dropped.
-struct Schema {
-    name: String,
-}
-
-impl Schema {
-    fn new(tag: &str) -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        let random = RandomState::new().hash_one((std::process::id(), tag)) & 0xffff_ffff;
-        Schema {
-            name: format!("sg_bench_{tag}_{random:08x}"),
-        }
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        // Its own thread and runtime, so that it works wherever the value is dropped.
-        let name = self.name.clone();
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let mut conn = PgConnection::connect(&database_url()).await?;
-                sqlx::raw_sql(AssertSqlSafe(format!(
-                    "DROP SCHEMA IF EXISTS \"{name}\" CASCADE"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop schema {}: {dropped:?}", self.name);
-        }
-    }
+/// A fresh schema (`sg_bench_{tag}_<random>`), dropped with everything in it when this value is
+/// dropped.
+fn schema(tag: &str) -> Schema {
+    Schema::with_prefix(&format!("sg_bench_{tag}"))
 }
 
 /// One replica: a scheduler with its own backend (own pool, own lock connection).
@@ -1037,19 +998,19 @@ fn main() {
         .collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     if wanted("storm") {
-        let schema = Schema::new("storm");
+        let schema = schema("storm");
         runtime.block_on(claim_storm(&schema));
     }
     if wanted("lag") {
-        let schema = Schema::new("lag");
+        let schema = schema("lag");
         runtime.block_on(start_lag(&schema, Duration::ZERO));
     }
     if wanted("lag-ahead") {
-        let schema = Schema::new("lagahead");
+        let schema = schema("lagahead");
         runtime.block_on(start_lag(&schema, Duration::from_millis(100)));
     }
     if wanted("hb") {
-        let schema = Schema::new("hb");
+        let schema = schema("hb");
         runtime.block_on(heartbeat_cost(&schema));
     }
     println!("\nharness total: {:.0} s", started.elapsed().as_secs_f64());

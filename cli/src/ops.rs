@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest, MAX_PAGE};
-use slotguard::store::{RunFilter, RunStatus};
+use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
 
 use crate::exit;
 
@@ -518,24 +518,12 @@ fn page(limit: i64) -> Result<usize, Failure> {
         })
 }
 
+/// A run status, in any case and with blanks around it.
 fn status(value: &str) -> Result<RunStatus, Failure> {
-    [
-        RunStatus::Pending,
-        RunStatus::Running,
-        RunStatus::Succeeded,
-        RunStatus::Failed,
-        RunStatus::Abandoned,
-        RunStatus::Skipped,
-        RunStatus::Dead,
-    ]
-    .into_iter()
-    .find(|s| s.as_str().eq_ignore_ascii_case(value.trim()))
-    .ok_or_else(|| {
-        usage(format!(
-            "--status: `{}` is not one of pending, running, succeeded, failed, abandoned, skipped, dead",
-            show::shown(value)
-        ))
-    })
+    value
+        .parse()
+        .or_else(|e| value.trim().to_ascii_lowercase().parse().map_err(|_| e))
+        .map_err(|e: UnknownRunStatus| usage(format!("--status: {e}")))
 }
 
 #[cfg(test)]

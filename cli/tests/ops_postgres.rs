@@ -8,48 +8,20 @@
 #[path = "common/ops.rs"]
 mod ops;
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ops::{Fixture, run};
 use slotguard_postgres::PgBackend;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
-
-/// The server the tests use.
-fn database_url() -> String {
-    std::env::var("SLOTGUARD_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+use slotguard_tests::pg::{database_url, random_u64};
+use sqlx::{Connection, PgConnection};
 
 /// A schema name no other test uses.
 fn schema_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    h.write_u32(std::process::id());
-    format!("sg_cli_{:016x}", h.finish())
+    format!("sg_cli_{:016x}", random_u64())
 }
 
 async fn drop_schema(name: &str) {
-    let dropped = async {
-        let mut conn = PgConnection::connect(&database_url()).await?;
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "DROP SCHEMA IF EXISTS \"{name}\" CASCADE"
-        )))
-        .execute(&mut conn)
-        .await?;
-        conn.close().await
-    }
-    .await;
-    if let Err(e) = dropped {
+    if let Err(e) = slotguard_tests::pg::drop_schema(name).await {
         eprintln!("could not drop test schema {name}: {e}");
     }
 }

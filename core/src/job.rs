@@ -241,15 +241,10 @@ pub enum ErrorClass {
     Permanent,
 }
 
-impl ErrorClass {
-    /// The name stored with a failed run: `transient` or `permanent`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Permanent => "permanent",
-        }
-    }
-}
+crate::store::vocab::vocabulary!(ErrorClass, UnknownErrorClass, "error class" {
+    Transient => "transient",
+    Permanent => "permanent",
+});
 
 /// The error a job body ends with. Any error type converts into it with `?`; use
 /// [`JobError::permanent`] for failures a retry cannot fix.

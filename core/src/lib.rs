@@ -58,7 +58,9 @@ pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
 pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};
 pub use handle::{SchedulerHandle, ShutdownReport};
-pub use job::{ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob};
+pub use job::{
+    ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob, UnknownErrorClass,
+};
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
 pub use scheduler::{
     BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,

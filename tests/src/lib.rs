@@ -13,6 +13,9 @@ use slotguard::store::{
 };
 use slotguard::{ErrorClass, Overlap};
 
+pub mod admin;
+pub mod pg;
+
 /// A claim request for `job` at `scheduled_at`.
 pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimRequest {
     let at = DateTime::parse_from_rfc3339(scheduled_at)

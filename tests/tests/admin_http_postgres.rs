@@ -16,58 +16,19 @@ use slotguard::store::{
 };
 use slotguard::{ErrorClass, Overlap, Schedule};
 use slotguard_postgres::PgBackend;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use slotguard_tests::pg::{TestSchema, database_url};
 use tower::ServiceExt;
 
 const SETTLEMENT: &str = "daily-settlement";
 const TICK: &str = "tick";
 
-fn database_url() -> String {
-    std::env::var("SLOTGUARD_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
 }
 
-/// A schema of this test's own, dropped when the value is dropped.
-struct Schema(String);
-
-impl Schema {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        Schema(format!(
-            "sg_http_{tag}_{}_{}",
-            std::process::id(),
-            nanos % 1_000_000_000
-        ))
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let mut conn = PgConnection::connect(&database_url()).await?;
-                sqlx::raw_sql(AssertSqlSafe(format!(
-                    "DROP SCHEMA IF EXISTS \"{name}\" CASCADE"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-    }
+/// A schema of this test's own (`sg_http_{tag}_<random>`), dropped when the value is dropped.
+fn schema(tag: &str) -> TestSchema {
+    TestSchema::with_prefix(&format!("sg_http_{tag}"))
 }
 
 fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
@@ -111,9 +72,9 @@ async fn claim(store: &PgBackend, job: &str, slot: DateTime<Utc>) -> Lease {
 }
 
 /// A store with two registered jobs: one failed and one running settlement slot.
-async fn setup(schema: &Schema) -> (PgBackend, Router) {
+async fn setup(schema: &TestSchema) -> (PgBackend, Router) {
     let store = PgBackend::builder(&database_url())
-        .schema(schema.0.clone())
+        .schema(schema.name.clone())
         .pool_size(10)
         .connect()
         .await
@@ -166,7 +127,7 @@ async fn call_raw(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_seed_retry_call_works_as_written_and_eight_concurrent_retries_make_one_attempt() {
-    let schema = Schema::new("retry");
+    let schema = schema("retry");
     let (store, app) = setup(&schema).await;
     let body = json!({"scheduleSlot": "2026-03-07T17:00:00Z", "reason": "bank API was down"});
     let mut tasks = Vec::new();
@@ -231,7 +192,7 @@ async fn the_seed_retry_call_works_as_written_and_eight_concurrent_retries_make_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_answers_over_http_on_postgres() {
-    let schema = Schema::new("ops");
+    let schema = schema("ops");
     let (_store, app) = setup(&schema).await;
 
     let (status, jobs) = call(&app, "GET", "/internal/jobs", None).await;
@@ -346,7 +307,7 @@ async fn every_operation_answers_over_http_on_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_clear_error_and_changes_nothing() {
-    let schema = Schema::new("bad");
+    let schema = schema("bad");
     let (store, app) = setup(&schema).await;
     for name in [
         "x'%3B%20DROP%20TABLE%20jobs%3B%20--",

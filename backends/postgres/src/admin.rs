@@ -25,6 +25,19 @@ fn capped(requested: usize) -> i64 {
     i64::try_from(requested.min(MAX_LIST)).unwrap_or(0)
 }
 
+/// An instant as a bound on a `timestamptz` column (whole microseconds), rounded up: for such a
+/// column `c`, `c >= t` exactly when `c >= ceil_us(t)`, and `c < t` exactly when `c < ceil_us(t)`.
+/// Bound as it is, the driver would cut the nanoseconds off, and `from` just after a slot would
+/// include it.
+fn ceil_us(t: DateTime<Utc>) -> DateTime<Utc> {
+    let rest = t.timestamp_subsec_nanos() % 1_000;
+    if rest == 0 {
+        return t;
+    }
+    t.checked_add_signed(chrono::Duration::nanoseconds(i64::from(1_000 - rest)))
+        .unwrap_or(t)
+}
+
 impl PgBackend {
     /// The status of the run with `key`, if one exists (a statement of its own, so that it sees
     /// what concurrent changes committed).
@@ -158,8 +171,8 @@ impl AdminStore for PgBackend {
             .bind(filter.job.as_deref())
             .bind(filter.status.map(RunStatus::as_str))
             .bind(filter.partition.as_deref())
-            .bind(filter.from)
-            .bind(filter.to)
+            .bind(filter.from.map(ceil_us))
+            .bind(filter.to.map(ceil_us))
             .bind(capped(filter.limit))
             .fetch_all(&self.inner.pool)
             .await
@@ -175,8 +188,8 @@ impl AdminStore for PgBackend {
     ) -> Result<Vec<DateTime<Utc>>, StoreError> {
         let times: Vec<DateTime<Utc>> = sqlx::query_scalar(sql(&self.inner.statements.slot_times))
             .bind(job)
-            .bind(from)
-            .bind(to)
+            .bind(ceil_us(from))
+            .bind(ceil_us(to))
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

@@ -1,6 +1,7 @@
 //! Rows as operators and tests read them: runs with their attempts, registered jobs, the audit
 //! trail.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use slotguard::store::{
@@ -13,35 +14,18 @@ use sqlx::postgres::PgRow;
 use crate::error::PgError;
 
 pub(crate) fn parse_status(value: &str) -> Result<RunStatus, PgError> {
-    Ok(match value {
-        "pending" => RunStatus::Pending,
-        "running" => RunStatus::Running,
-        "succeeded" => RunStatus::Succeeded,
-        "failed" => RunStatus::Failed,
-        "abandoned" => RunStatus::Abandoned,
-        "skipped" => RunStatus::Skipped,
-        "dead" => RunStatus::Dead,
-        other => {
-            return Err(PgError::UnexpectedValue {
-                column: "status",
-                value: other.to_owned(),
-            });
-        }
-    })
+    parse("status", value)
 }
 
 pub(crate) fn parse_trigger(value: &str) -> Result<Trigger, PgError> {
-    Ok(match value {
-        "schedule" => Trigger::Schedule,
-        "catch_up" => Trigger::CatchUp,
-        "manual" => Trigger::Manual,
-        "backfill" => Trigger::Backfill,
-        other => {
-            return Err(PgError::UnexpectedValue {
-                column: "trigger",
-                value: other.to_owned(),
-            });
-        }
+    parse("trigger", value)
+}
+
+/// A stored name of the store's vocabulary; any other value is [`PgError::UnexpectedValue`].
+fn parse<T: FromStr>(column: &'static str, value: &str) -> Result<T, PgError> {
+    value.parse().map_err(|_| PgError::UnexpectedValue {
+        column,
+        value: value.to_owned(),
     })
 }
 

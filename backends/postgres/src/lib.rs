@@ -536,10 +536,7 @@ impl SlotStore for PgBackend {
         lease: &Lease,
         finish: &Finish,
     ) -> Result<bool, StoreError> {
-        let class = finish.error_class.map(|c| match c {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Permanent => "permanent",
-        });
+        let class = finish.error_class.map(ErrorClass::as_str);
         let retry_in = finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER)));
         let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
             .bind(lease.run_id)

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use slotguard::ErrorClass;
 use slotguard::store::{AttemptRecord, RunRecord, RunStatus, SlotKey, Trigger};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -172,7 +173,7 @@ impl Decoder<'_> {
             finished_at: self.optional_instant(row, id, "finished_at")?,
             error_class: match error_class {
                 None => None,
-                Some(class) if class == "transient" || class == "permanent" => Some(class),
+                Some(class) if class.parse::<ErrorClass>().is_ok() => Some(class),
                 Some(other) => return Err(self.corrupt(id, "error_class", other)),
             },
             error_message: self.get(row, "error_message")?,
@@ -220,25 +221,10 @@ pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
 
 /// A status as stored.
 pub(crate) fn parse_status(s: &str) -> Option<RunStatus> {
-    Some(match s {
-        "pending" => RunStatus::Pending,
-        "running" => RunStatus::Running,
-        "succeeded" => RunStatus::Succeeded,
-        "failed" => RunStatus::Failed,
-        "abandoned" => RunStatus::Abandoned,
-        "skipped" => RunStatus::Skipped,
-        "dead" => RunStatus::Dead,
-        _ => return None,
-    })
+    s.parse().ok()
 }
 
 /// A trigger as stored.
 pub(crate) fn parse_trigger(s: &str) -> Option<Trigger> {
-    Some(match s {
-        "schedule" => Trigger::Schedule,
-        "catch_up" => Trigger::CatchUp,
-        "manual" => Trigger::Manual,
-        "backfill" => Trigger::Backfill,
-        _ => return None,
-    })
+    s.parse().ok()
 }

@@ -225,13 +225,6 @@ pub(crate) fn date_text(date: NaiveDate) -> String {
     date.format("%Y-%m-%d").to_string()
 }
 
-fn class_text(class: ErrorClass) -> &'static str {
-    match class {
-        ErrorClass::Transient => "transient",
-        ErrorClass::Permanent => "permanent",
-    }
-}
-
 impl Shared {
     fn corrupt(&self, run_id: i64, what: &'static str, value: impl ToString) -> SqliteError {
         SqliteError::Corrupt {
@@ -776,7 +769,7 @@ impl Shared {
         finish: &Finish,
     ) -> Result<bool, SqliteError> {
         let q = |e| self.query_error(e);
-        let class = finish.error_class.map(class_text);
+        let class = finish.error_class.map(ErrorClass::as_str);
         let message = finish.message.as_deref();
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;

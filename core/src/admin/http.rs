@@ -105,7 +105,9 @@ use super::{
     Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, JobStatus, MissedSlot,
     Triggered, shown,
 };
-use crate::store::{AttemptRecord, AuditRecord, JobRecord, RunFilter, RunRecord, RunStatus};
+use crate::store::{
+    AttemptRecord, AuditRecord, JobRecord, RunFilter, RunRecord, RunStatus, UnknownRunStatus,
+};
 
 /// The largest request body accepted, in bytes; a larger one is refused with 413 and changes nothing.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -444,27 +446,11 @@ fn instant(field: &'static str, text: &str) -> Result<DateTime<Utc>, AdminError>
         })
 }
 
-const STATUSES: [RunStatus; 7] = [
-    RunStatus::Pending,
-    RunStatus::Running,
-    RunStatus::Succeeded,
-    RunStatus::Failed,
-    RunStatus::Abandoned,
-    RunStatus::Skipped,
-    RunStatus::Dead,
-];
-
 fn run_status(text: &str) -> Result<RunStatus, AdminError> {
-    STATUSES
-        .into_iter()
-        .find(|s| s.as_str() == text)
-        .ok_or_else(|| AdminError::Invalid {
+    text.parse()
+        .map_err(|e: UnknownRunStatus| AdminError::Invalid {
             field: "status",
-            problem: format!(
-                "`{}` is not one of {}",
-                shown(text),
-                STATUSES.map(RunStatus::as_str).join(", ")
-            ),
+            problem: e.to_string(),
         })
 }
 

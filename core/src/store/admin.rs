@@ -227,7 +227,8 @@ pub trait AdminStore: Send + Sync + 'static {
     async fn retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError>;
 
     /// Creates a `pending` row (attempt 0) per request, unless a row with its key exists; one answer
-    /// per request, in order: the new run's id, or `None`. One audit record per created run.
+    /// per request, in order: the new run's id, or `None`. One audit record per created run. Each
+    /// created run holds a fresh fencing token, above every token handed out before it.
     async fn enqueue(
         &self,
         runs: &[Enqueue],

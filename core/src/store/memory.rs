@@ -843,10 +843,13 @@ impl AdminStore for MemoryBackend {
             }
             inner.next_run_id += 1;
             let id = inner.next_run_id;
+            // A fresh token, as the database backends give it: tokens rise in the order rows are made.
+            let token = inner.next_token();
             inner.runs.insert(
                 key.clone(),
                 Run {
                     status: RunStatus::Pending,
+                    token,
                     next_attempt_at: Some(run.not_before),
                     ..Run::new(id, &run.request, now)
                 },

@@ -4,7 +4,6 @@
 //! implements both traits so that the `lock` and `slot` semantics are tested without a database; the
 //! SQLite and PostgreSQL backends implement the same traits and pass the same contract tests.
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,11 +15,13 @@ use crate::policy::Overlap;
 
 pub mod admin;
 pub mod memory;
+pub(crate) mod vocab;
 
 pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunFilter, RunRecord,
 };
+pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,31 +32,6 @@ pub struct SlotKey {
     pub scheduled_at: DateTime<Utc>,
     /// The partition key; empty when the job is not partitioned.
     pub partition: String,
-}
-
-/// Why a run exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Trigger {
-    /// The schedule fell due.
-    Schedule,
-    /// A slot missed while no replica ran, caught up by policy.
-    CatchUp,
-    /// An operator asked for a run now.
-    Manual,
-    /// An operator asked for a range of past slots.
-    Backfill,
-}
-
-impl Trigger {
-    /// The name stored with the run.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Schedule => "schedule",
-            Trigger::CatchUp => "catch_up",
-            Trigger::Manual => "manual",
-            Trigger::Backfill => "backfill",
-        }
-    }
 }
 
 /// Everything a store records when it claims a slot.
@@ -89,46 +65,6 @@ pub struct Lease {
     pub attempt: u32,
     /// The fencing token: rises on every claim and re-claim of any run in the store.
     pub token: i64,
-}
-
-/// The states of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RunStatus {
-    /// Waiting for its next attempt.
-    Pending,
-    /// An attempt holds it.
-    Running,
-    /// Done.
-    Succeeded,
-    /// The last attempt failed; it may be retried.
-    Failed,
-    /// The last attempt stopped without an outcome (shutdown, a dead process).
-    Abandoned,
-    /// Not run, by policy, with a reason.
-    Skipped,
-    /// Attempts exhausted or a permanent error: needs a person.
-    Dead,
-}
-
-impl RunStatus {
-    /// The name stored with the run.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Abandoned => "abandoned",
-            RunStatus::Skipped => "skipped",
-            RunStatus::Dead => "dead",
-        }
-    }
-}
-
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// How far ahead of the store's clock a [`Trigger::Schedule`] slot may be claimed or recorded:

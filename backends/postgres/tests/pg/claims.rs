@@ -11,7 +11,7 @@ use sqlx::Row;
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
-use crate::common::{TestSchema, won};
+use crate::common::{Connect, TestSchema, won};
 
 const CLAIMERS: usize = 8;
 const SLOTS: usize = 200;

@@ -53,7 +53,7 @@ async fn the_password_is_redacted_from_url_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_does_not_print_its_password() {
     let schema = crate::common::TestSchema::new();
-    let backend = schema.backend().await;
+    let backend = crate::common::Connect::backend(&schema).await;
     let debug = format!("{backend:?}");
     assert!(debug.contains(&schema.name), "{debug}");
     backend.close().await;

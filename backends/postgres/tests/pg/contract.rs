@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use slotguard::store::RunStatus;
 
-use crate::common::TestSchema;
+use crate::common::{Connect, TestSchema};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_exclusive() {

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use slotguard::store::LockStore;
 
-use crate::common::{TestSchema, eventually, lock_key};
+use crate::common::{Connect, TestSchema, eventually, lock_key};
 
 const LIVENESS: Duration = Duration::from_millis(500);
 const SLACK: Duration = Duration::from_secs(2);

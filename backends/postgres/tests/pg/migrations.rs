@@ -3,7 +3,7 @@
 use slotguard_postgres::{PgBackend, PgError};
 use tokio::task::JoinSet;
 
-use crate::common::{TestSchema, database_url};
+use crate::common::{Connect, TABLES, TestSchema, database_url, tables};
 
 async fn applied(backend: &PgBackend) -> Vec<(i64, String)> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -48,24 +48,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         .await
         .expect("to_regclass");
     assert_eq!(sqlx_table, None);
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
-    )
-    .bind(&schema.name)
-    .fetch_all(again.pool())
-    .await
-    .expect("tables");
-    assert_eq!(
-        tables,
-        [
-            "job_run_attempts",
-            "job_run_audit",
-            "job_runs",
-            "jobs",
-            "lock_keys",
-            "migrations"
-        ]
-    );
+    assert_eq!(tables(again.pool(), &schema.name).await, TABLES);
     for b in backends {
         b.close().await;
     }
