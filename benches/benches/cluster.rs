@@ -171,22 +171,12 @@ impl<B: Backend> SlotStore for Counting<B> {
     async fn finish(
         &self,
         owner: &str,
-        lease: &Lease,
-        finish: &Finish,
-    ) -> Result<bool, StoreError> {
-        self.timed(Op::Finish, 1, self.inner.finish(owner, lease, finish))
-            .await
-    }
-
-    async fn finish_many(
-        &self,
-        owner: &str,
         finishes: &[(Lease, Finish)],
     ) -> Result<Vec<bool>, StoreError> {
         self.timed(
             Op::Finish,
             finishes.len(),
-            self.inner.finish_many(owner, finishes),
+            self.inner.finish(owner, finishes),
         )
         .await
     }

@@ -91,7 +91,12 @@ async fn running(
 async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partition: &str) {
     let lease = running(backend, job, slot, partition).await;
     let finish = Finish::failed(ErrorClass::Transient, "bank API timed out", None);
-    assert!(backend.finish("replica-a", &lease, &finish).await.unwrap());
+    assert!(
+        backend
+            .finish_one("replica-a", &lease, &finish)
+            .await
+            .unwrap()
+    );
 }
 
 /// A `succeeded` run of `slot`.
@@ -99,7 +104,7 @@ async fn succeeded(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>) {
     let lease = running(backend, job, slot, "").await;
     assert!(
         backend
-            .finish("replica-a", &lease, &Finish::succeeded())
+            .finish_one("replica-a", &lease, &Finish::succeeded())
             .await
             .unwrap()
     );

@@ -55,7 +55,7 @@ fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),
-        Claim::NotDue => panic!("expected to win the claim, found it not due"),
+        other => panic!("expected to win the claim, found {other:?}"),
     }
 }
 
@@ -67,7 +67,7 @@ async fn assert_fenced(backend: &dyn Backend, owner: &str, lease: &Lease, who: &
         .expect("heartbeat");
     assert!(held.is_empty(), "{who}: heartbeat accepted");
     let recorded = backend
-        .finish(owner, lease, &Finish::succeeded())
+        .finish_one(owner, lease, &Finish::succeeded())
         .await
         .expect("finish");
     assert!(!recorded, "{who}: outcome accepted");
@@ -146,13 +146,13 @@ pub async fn writes_are_fenced(backend: &dyn Backend, stale_after: Duration) {
     );
     assert!(
         !backend
-            .finish("a", &a, &Finish::succeeded())
+            .finish_one("a", &a, &Finish::succeeded())
             .await
             .expect("finish")
     );
     assert!(
         backend
-            .finish("b", &b, &Finish::succeeded())
+            .finish_one("b", &b, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -168,7 +168,7 @@ pub async fn writes_are_fenced(backend: &dyn Backend, stale_after: Duration) {
     // A second completion with the winning token is refused too.
     assert!(
         !backend
-            .finish("b", &b, &Finish::succeeded())
+            .finish_one("b", &b, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -193,7 +193,7 @@ fn taken(claim: &Claim) -> RunStatus {
     match claim {
         Claim::Taken { status } => *status,
         Claim::Won(lease) => panic!("expected the claim to be refused, it won {lease:?}"),
-        Claim::NotDue => panic!("expected the claim to be refused as taken, it was not due"),
+        other => panic!("expected the claim to be refused as taken, found {other:?}"),
     }
 }
 
@@ -252,7 +252,7 @@ pub async fn retries_become_due(backend: &dyn Backend) {
         .await
         .expect("claim")[0]);
     let failed = Finish::failed(ErrorClass::Transient, "503", Some(Duration::from_secs(1)));
-    assert!(backend.finish("a", &a, &failed).await.expect("finish"));
+    assert!(backend.finish_one("a", &a, &failed).await.expect("finish"));
     let specs = [spec("contract_retry", 3)];
     assert!(
         backend
@@ -298,7 +298,7 @@ pub async fn retries_become_due(backend: &dyn Backend) {
     );
     assert!(
         backend
-            .finish("b", &due[0].lease, &Finish::succeeded())
+            .finish_one("b", &due[0].lease, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -317,7 +317,12 @@ pub async fn retries_become_due(backend: &dyn Backend) {
         "bad credentials",
         Some(Duration::ZERO),
     );
-    assert!(backend.finish("a", &p, &permanent).await.expect("finish"));
+    assert!(
+        backend
+            .finish_one("a", &p, &permanent)
+            .await
+            .expect("finish")
+    );
     assert_eq!(
         taken(
             &backend
@@ -346,7 +351,12 @@ pub async fn abandoned_runs_are_recovered(backend: &dyn Backend, stale_after: Du
         .await
         .expect("claim")[0]);
     let shutdown = Finish::abandoned("shutdown", Some(Duration::ZERO));
-    assert!(backend.finish("a", &a, &shutdown).await.expect("finish"));
+    assert!(
+        backend
+            .finish_one("a", &a, &shutdown)
+            .await
+            .expect("finish")
+    );
     let due = backend.claim_due("b", &specs, 10).await.expect("due");
     assert_eq!(due.len(), 1, "{due:?}");
     assert_eq!((due[0].lease.attempt, due[0].lease.run_id), (2, a.run_id));
@@ -368,7 +378,7 @@ pub async fn abandoned_runs_are_recovered(backend: &dyn Backend, stale_after: Du
     assert!(due[0].lease.token > s.token);
     assert!(
         !backend
-            .finish("a", &s, &Finish::succeeded())
+            .finish_one("a", &s, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -400,7 +410,12 @@ pub async fn abandoned_runs_are_recovered(backend: &dyn Backend, stale_after: Du
         .map(won)
     {
         let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
-        assert!(backend.finish("a", &lease, &handed).await.expect("finish"));
+        assert!(
+            backend
+                .finish_one("a", &lease, &handed)
+                .await
+                .expect("finish")
+        );
     }
     let due = backend
         .claim_due("b", &[spec("contract_recover_many", 3)], 3)
@@ -488,7 +503,7 @@ pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
     );
     assert!(
         backend
-            .finish("a", &first, &Finish::succeeded())
+            .finish_one("a", &first, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -541,7 +556,7 @@ pub async fn overlap_is_decided_by_the_store(backend: &dyn Backend) {
     );
     assert!(
         backend
-            .finish("a", &running, &Finish::succeeded())
+            .finish_one("a", &running, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -613,7 +628,7 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         ..leases[2]
     };
     let answers = backend
-        .finish_many(
+        .finish(
             "a",
             &[
                 (leases[0], Finish::succeeded()),
@@ -640,7 +655,7 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         vec![leases[2].token]
     );
     let again = backend
-        .finish_many(
+        .finish(
             "b",
             &[
                 (leases[2], Finish::succeeded()),
@@ -651,7 +666,7 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         .expect("finish_many");
     assert_eq!(again, vec![false, false]);
     let last = backend
-        .finish_many(
+        .finish(
             "a",
             &[
                 (leases[2], Finish::succeeded()),
@@ -665,13 +680,7 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         vec![true, false],
         "a finished run is not finished twice"
     );
-    assert!(
-        backend
-            .finish_many("a", &[])
-            .await
-            .expect("empty")
-            .is_empty()
-    );
+    assert!(backend.finish("a", &[]).await.expect("empty").is_empty());
 }
 
 /// Whatever path claims it, a job whose overlap is not `allow` never has two runs of one partition
@@ -691,7 +700,12 @@ pub async fn due_work_is_one_at_a_time(backend: &dyn Backend) {
         .map(won)
     {
         let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
-        assert!(backend.finish("a", &lease, &handed).await.expect("finish"));
+        assert!(
+            backend
+                .finish_one("a", &lease, &handed)
+                .await
+                .expect("finish")
+        );
     }
     let serial = [DueSpec::new(job, 3)];
     assert_eq!(
@@ -717,7 +731,7 @@ pub async fn due_work_is_one_at_a_time(backend: &dyn Backend) {
     let ok = Finish::succeeded();
     assert!(
         backend
-            .finish("b", &first[0].lease, &ok)
+            .finish_one("b", &first[0].lease, &ok)
             .await
             .expect("finish")
     );
@@ -762,7 +776,7 @@ pub async fn newer_slots_fence_stale_runs(backend: &dyn Backend, stale_after: Du
         "the fenced run waits while the newer one runs"
     );
     let ok = Finish::succeeded();
-    assert!(backend.finish("b", &newer, &ok).await.expect("finish"));
+    assert!(backend.finish_one("b", &newer, &ok).await.expect("finish"));
     let again = backend.claim_due("c", &serial, 10).await.expect("due");
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!((again[0].key.clone(), again[0].lease.attempt), (old.key, 2));

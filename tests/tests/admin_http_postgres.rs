@@ -88,7 +88,12 @@ async fn setup(schema: &TestSchema) -> (PgBackend, Router) {
         .unwrap();
     let failed = claim(&store, SETTLEMENT, at("2026-03-07T17:00:00Z")).await;
     let finish = Finish::failed(ErrorClass::Transient, "bank API timed out", None);
-    assert!(store.finish("replica-a", &failed, &finish).await.unwrap());
+    assert!(
+        store
+            .finish_one("replica-a", &failed, &finish)
+            .await
+            .unwrap()
+    );
     claim(&store, SETTLEMENT, at("2026-03-08T17:00:00Z")).await;
     let app = Router::new().nest("/internal", router(Admin::new(store.clone())));
     (store, app)

@@ -427,6 +427,40 @@ impl PgBackend {
 }
 
 impl PgBackend {
+    /// One attempt's outcome: the single-row statement, cheaper than the batch one.
+    async fn finish_single(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        finish: &Finish,
+    ) -> Result<bool, StoreError> {
+        let class = finish.error_class.map(ErrorClass::as_str);
+        let retry_in = finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER)));
+        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
+            .bind(lease.run_id)
+            .bind(lease.token)
+            .bind(owner)
+            .bind(finish.status.as_str())
+            .bind(finish.attempt_status.as_str())
+            .bind(class)
+            .bind(finish.message.as_deref())
+            .bind(retry_in)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        if matched == 0 {
+            tracing::warn!(
+                run_id = lease.run_id,
+                attempt = lease.attempt,
+                token = lease.token,
+                owner,
+                status = finish.status.as_str(),
+                "fenced write refused: the attempt no longer holds the run"
+            );
+        }
+        Ok(matched > 0)
+    }
+
     /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
     /// transaction that first takes each job's transaction-level claim lock ([`sql::LOCK_JOBS`]).
     /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
@@ -530,48 +564,15 @@ impl SlotStore for PgBackend {
         Ok(held)
     }
 
-    async fn finish(
-        &self,
-        owner: &str,
-        lease: &Lease,
-        finish: &Finish,
-    ) -> Result<bool, StoreError> {
-        let class = finish.error_class.map(ErrorClass::as_str);
-        let retry_in = finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER)));
-        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
-            .bind(lease.run_id)
-            .bind(lease.token)
-            .bind(owner)
-            .bind(finish.status.as_str())
-            .bind(finish.attempt_status.as_str())
-            .bind(class)
-            .bind(finish.message.as_deref())
-            .bind(retry_in)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
-        if matched == 0 {
-            tracing::warn!(
-                run_id = lease.run_id,
-                attempt = lease.attempt,
-                token = lease.token,
-                owner,
-                status = finish.status.as_str(),
-                "fenced write refused: the attempt no longer holds the run"
-            );
-        }
-        Ok(matched > 0)
-    }
-
     /// One statement for every attempt: runs that end together cost one round trip.
-    async fn finish_many(
+    async fn finish(
         &self,
         owner: &str,
         finishes: &[(Lease, Finish)],
     ) -> Result<Vec<bool>, StoreError> {
         match finishes {
             [] => return Ok(Vec::new()),
-            [(lease, finish)] => return Ok(vec![self.finish(owner, lease, finish).await?]),
+            [(lease, finish)] => return Ok(vec![self.finish_single(owner, lease, finish).await?]),
             _ => {}
         }
         let n = finishes.len();

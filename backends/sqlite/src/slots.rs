@@ -902,13 +902,17 @@ impl SlotStore for SqliteBackend {
         Ok(self.shared().heartbeat(owner, tokens).await?)
     }
 
+    /// One transaction per attempt: SQLite has one writer, and each is short.
     async fn finish(
         &self,
         owner: &str,
-        lease: &Lease,
-        finish: &Finish,
-    ) -> Result<bool, StoreError> {
-        Ok(self.shared().finish(owner, lease, finish).await?)
+        finishes: &[(Lease, Finish)],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut answers = Vec::with_capacity(finishes.len());
+        for (lease, finish) in finishes {
+            answers.push(self.shared().finish(owner, lease, finish).await?);
+        }
+        Ok(answers)
     }
 
     async fn save_checkpoint(

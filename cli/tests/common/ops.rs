@@ -137,7 +137,7 @@ impl Fixture {
         self.rt.block_on(async move {
             assert!(
                 backend
-                    .finish("replica-a", &lease, &finish)
+                    .finish_one("replica-a", &lease, &finish)
                     .await
                     .expect("finish")
             );

@@ -28,7 +28,7 @@ pub(crate) struct SlotGuard {
     pub(crate) finisher: Arc<Finisher>,
 }
 
-/// Batches outcomes into [`SlotStore::finish_many`](crate::store::SlotStore::finish_many) calls.
+/// Batches outcomes into [`SlotStore::finish`](crate::store::SlotStore::finish) calls.
 pub(crate) type Finisher = Batcher<(Lease, Finish), Result<bool, StoreError>>;
 
 /// The finisher of `owner`'s attempts on `store`.
@@ -36,7 +36,7 @@ pub(crate) fn finisher(store: Arc<dyn Backend>, owner: Arc<str>) -> Finisher {
     Batcher::new(move |items: Vec<(Lease, Finish)>| {
         let (store, owner) = (Arc::clone(&store), Arc::clone(&owner));
         async move {
-            match store.finish_many(&owner, &items).await {
+            match store.finish(&owner, &items).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
                 Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
             }

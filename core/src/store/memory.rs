@@ -351,32 +351,15 @@ impl SlotStore for MemoryBackend {
     async fn finish(
         &self,
         owner: &str,
-        lease: &Lease,
-        finish: &Finish,
-    ) -> Result<bool, StoreError> {
+        finishes: &[(Lease, Finish)],
+    ) -> Result<Vec<bool>, StoreError> {
         let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(run) = inner.run_by_id(lease.run_id) else {
-            return Ok(false);
-        };
-        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
-            return Ok(false);
-        }
-        run.status = finish.status;
-        run.message = finish.message.clone();
-        run.error_class = finish.error_class;
-        run.updated_at = now;
-        run.finished_at = (finish.retry_in.is_none()).then_some(now);
-        run.next_attempt_at = finish
-            .retry_in
-            .map(|d| now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX / 2));
-        if let Some(last) = run.attempts.last_mut() {
-            last.status = finish.attempt_status;
-            last.message = finish.message.clone();
-            last.finished_at = Some(now);
-        }
-        Ok(true)
+        Ok(finishes
+            .iter()
+            .map(|(lease, finish)| inner.finish(owner, lease, finish, now))
+            .collect())
     }
 
     async fn save_checkpoint(
@@ -405,6 +388,30 @@ impl SlotStore for MemoryBackend {
 }
 
 impl Inner {
+    /// Records one attempt's outcome if `owner` still holds it with its token.
+    fn finish(&mut self, owner: &str, lease: &Lease, finish: &Finish, now: DateTime<Utc>) -> bool {
+        let Some(run) = self.run_by_id(lease.run_id) else {
+            return false;
+        };
+        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
+            return false;
+        }
+        run.status = finish.status;
+        run.message = finish.message.clone();
+        run.error_class = finish.error_class;
+        run.updated_at = now;
+        run.finished_at = (finish.retry_in.is_none()).then_some(now);
+        run.next_attempt_at = finish
+            .retry_in
+            .map(|d| now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX / 2));
+        if let Some(last) = run.attempts.last_mut() {
+            last.status = finish.attempt_status;
+            last.message = finish.message.clone();
+            last.finished_at = Some(now);
+        }
+        true
+    }
+
     /// The runs of `specs`' jobs due for another attempt (before the exclusivity rule), oldest slot
     /// first, each with its job's spec.
     fn due<'a>(&self, specs: &'a [DueSpec], now: DateTime<Utc>) -> Vec<(SlotKey, &'a DueSpec)> {

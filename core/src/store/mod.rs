@@ -313,28 +313,31 @@ pub trait SlotStore: Send + Sync + 'static {
     /// Cancel safe: a heartbeat only moves a time forward; the next one repeats it.
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError>;
 
-    /// Records how an attempt ended, only if `owner` still holds the run with `lease.token` and it is
-    /// `running`. Returns `false` when ownership was lost: nothing is written then.
+    /// Records how attempts of `owner` ended, in one round trip; one answer per attempt, in order.
+    /// Each is written only if `owner` still holds the run with its lease's token and it is
+    /// `running`; `false` means ownership was lost, and nothing is written for that attempt.
     ///
     /// # Cancel safety
-    /// Dropping the future may or may not have recorded the outcome; an attempt whose outcome was
+    /// Dropping the future may or may not have recorded the outcomes; an attempt whose outcome was
     /// not recorded stays `running` until its heartbeat is stale, and is then recovered.
-    async fn finish(&self, owner: &str, lease: &Lease, finish: &Finish)
-    -> Result<bool, StoreError>;
-
-    /// [`finish`](Self::finish) for several attempts of `owner` at once; one answer per attempt, in
-    /// order. The runtime calls this for runs that end together. The default calls `finish` for each;
-    /// a database backend should do it in one statement.
-    async fn finish_many(
+    async fn finish(
         &self,
         owner: &str,
         finishes: &[(Lease, Finish)],
-    ) -> Result<Vec<bool>, StoreError> {
-        let mut answers = Vec::with_capacity(finishes.len());
-        for (lease, finish) in finishes {
-            answers.push(self.finish(owner, lease, finish).await?);
-        }
-        Ok(answers)
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// [`finish`](Self::finish) for one attempt.
+    ///
+    /// # Cancel safety
+    /// As [`finish`](Self::finish).
+    async fn finish_one(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        finish: &Finish,
+    ) -> Result<bool, StoreError> {
+        let answers = self.finish(owner, &[(*lease, finish.clone())]).await?;
+        Ok(answers.first().copied().unwrap_or(false))
     }
 
     /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`

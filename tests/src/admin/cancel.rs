@@ -97,7 +97,7 @@ async fn the_holder_finds_out(backend: &dyn Backend, key: &SlotKey, lease: &Leas
     );
     assert!(
         !backend
-            .finish("holder", lease, &Finish::succeeded())
+            .finish_one("holder", lease, &Finish::succeeded())
             .await
             .expect("finish")
     );

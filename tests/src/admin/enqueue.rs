@@ -175,7 +175,7 @@ async fn the_due_runs_are_claimed(backend: &dyn Backend, batch: &Batch) {
         // It runs and finishes like any run.
         assert!(
             backend
-                .finish("replica", &claim.lease, &Finish::succeeded())
+                .finish_one("replica", &claim.lease, &Finish::succeeded())
                 .await
                 .expect("finish")
         );

@@ -156,7 +156,12 @@ pub async fn finished(
     finish: &Finish,
 ) -> i64 {
     let lease = claim_one(backend, owner, request).await;
-    assert!(backend.finish(owner, &lease, finish).await.expect("finish"));
+    assert!(
+        backend
+            .finish_one(owner, &lease, finish)
+            .await
+            .expect("finish")
+    );
     lease.run_id
 }
 
@@ -173,7 +178,7 @@ pub async fn failed_run(backend: &dyn Backend, job: &str, instant: &str) -> Slot
     let failed = Finish::failed(ErrorClass::Transient, "connection reset", None);
     assert!(
         backend
-            .finish("worker", &lease, &failed)
+            .finish_one("worker", &lease, &failed)
             .await
             .expect("finish")
     );

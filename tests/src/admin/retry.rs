@@ -111,7 +111,7 @@ async fn claim_the_retry(backend: &dyn Backend, key: &SlotKey, before: &RunRecor
     // Succeeded: refused.
     assert!(
         backend
-            .finish("replica", &claimed[0].lease, &Finish::succeeded())
+            .finish_one("replica", &claimed[0].lease, &Finish::succeeded())
             .await
             .expect("finish")
     );
@@ -197,7 +197,7 @@ pub async fn a_retried_dead_run_gets_an_attempt_beyond_the_maximum(backend: &dyn
         assert_eq!(attempts[1], (2, RunStatus::Running, claim.lease.token));
         assert!(
             backend
-                .finish("replica", &claim.lease, &Finish::succeeded())
+                .finish_one("replica", &claim.lease, &Finish::succeeded())
                 .await
                 .expect("finish")
         );

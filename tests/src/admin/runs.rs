@@ -90,7 +90,7 @@ async fn claim_reports(backend: &dyn Backend) -> (Vec<ClaimRequest>, Vec<Lease>)
         };
         assert!(
             backend
-                .finish("worker", lease, &outcome)
+                .finish_one("worker", lease, &outcome)
                 .await
                 .expect("finish")
         );
@@ -225,7 +225,7 @@ async fn add_runs_of_every_status(backend: &dyn Backend) -> ClaimRequest {
         .expect("due");
     assert!(
         backend
-            .finish("b", &due[0].lease, &failed())
+            .finish_one("b", &due[0].lease, &failed())
             .await
             .expect("finish")
     );

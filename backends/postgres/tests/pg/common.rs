@@ -56,7 +56,7 @@ pub(crate) fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => *lease,
         Claim::Taken { status } => panic!("expected to win, found the slot {status}"),
-        Claim::NotDue => panic!("expected to win, found the slot not due"),
+        other => panic!("expected to win, found {other:?}"),
     }
 }
 
