@@ -473,18 +473,24 @@ async fn report(store: &Path, bank: &Path, scenario: &Scenario) -> Result<bool, 
     if refused != 1 {
         problems.push(format!("{refused} late writes were refused, 1 expected"));
     }
-    if already_paid != 1 {
-        problems.push(format!(
-            "{already_paid} retries found their slot paid, 1 expected"
-        ));
+    // The 4th slot's retry finds it paid. Another may too: a replica frozen with a write of the
+    // shared SQLite file in flight holds its lock, so the others' heartbeats wait, their slot goes
+    // stale, and it is retried and found paid — correct, only less usual.
+    if already_paid == 0 {
+        problems.push("no retry found its slot paid; the 4th slot's should have".to_owned());
     }
     println!();
     if problems.is_empty() {
         println!(
             "settled {} slots, each exactly once: balance {} = the sum of the payments; \
-             {refused} late write refused, {already_paid} retry found its slot already paid",
+             {refused} late write refused, {}",
             results.len(),
-            money(balance)
+            money(balance),
+            if already_paid == 1 {
+                "1 retry found its slot already paid".to_owned()
+            } else {
+                format!("{already_paid} retries found their slot already paid")
+            }
         );
         Ok(true)
     } else {

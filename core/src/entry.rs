@@ -73,6 +73,10 @@ pub(crate) struct JobEntry {
     /// Set when a run of the job ended while it had a backlog: the recovery loop's next wake-up
     /// looks at this job.
     pub(crate) look_again: AtomicBool,
+    /// Whether a body of the job is executing in this process right now (not merely holding the
+    /// flag while its chain is walked or its permits released): only then does the flag prove "a
+    /// previous run is still going".
+    pub(crate) in_body: AtomicBool,
 }
 
 impl JobEntry {
@@ -104,8 +108,9 @@ pub(crate) enum Work {
         trigger: Trigger,
         /// Empty when the job is not partitioned.
         partition: Arc<str>,
-        /// A second look at a slot whose job's lock was held elsewhere at its tick.
-        recheck: bool,
+        /// How many times the slot was looked at before (0 at its tick): a slot whose job's lock
+        /// was held elsewhere, or whose flag was up here without a body running, is looked at again.
+        looks: u8,
     },
     /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
     /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
@@ -129,7 +134,7 @@ impl Candidate {
                 slot,
                 trigger: Trigger::Schedule,
                 partition,
-                recheck: false,
+                looks: 0,
             },
         }
     }
@@ -150,8 +155,17 @@ impl Candidate {
         }
     }
 
+    /// How many times this slot was looked at before (0 for due work and at its tick).
+    pub(crate) fn looks(&self) -> u8 {
+        match self.work {
+            Work::Slot { looks, .. } => looks,
+            Work::Due { .. } => 0,
+        }
+    }
+
+    /// Whether this is a second (or later) look at a slot.
     pub(crate) fn is_recheck(&self) -> bool {
-        matches!(self.work, Work::Slot { recheck: true, .. })
+        matches!(self.work, Work::Slot { looks, .. } if looks > 0)
     }
 
     /// The slot, for slot work; `None` for due work.

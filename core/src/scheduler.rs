@@ -759,6 +759,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         paused: AtomicBool::new(false),
         backlog: AtomicBool::new(false),
         look_again: AtomicBool::new(false),
+        in_body: AtomicBool::new(false),
     })
 }
 

@@ -168,14 +168,69 @@ async fn a_recovered_slot_never_runs_beside_a_newer_one() {
     assert!(ledger.all().iter().any(|e| e.slot == dead), "it ran again");
 }
 
-/// A process frozen (SIGSTOP) while it holds the job's lock and runs a slot: after the stale
-/// threshold its lock is broken and its run fenced, and the job goes on elsewhere.
+/// A process frozen (SIGSTOP) while it holds the job's lock and runs a slot, the job's next slots
+/// coming every second: once the frozen run is stale, the next slot's second look claims it (the
+/// store fences the frozen run), and the job goes on elsewhere.
 #[tokio::test(start_paused = true)]
 async fn a_frozen_lock_holder_blocks_its_job_at_most_the_stale_threshold_and_a_look() {
+    let (store, ledger, _frozen, lease, slot) = frozen_holder("* * * * * *").await;
+    let refused = store.heartbeat("frozen", &[lease.token]).await.unwrap();
+    assert!(refused.is_empty(), "the frozen run was fenced");
+    let first = ledger
+        .all()
+        .iter()
+        .map(|e| e.start)
+        .min()
+        .expect("the job ran");
+    let blocked = first - slot;
+    assert!(
+        blocked <= chrono::Duration::milliseconds(3_000 + 1_000 + 300),
+        "blocked for {blocked}: at most the stale threshold, one tick and the second look"
+    );
+    assert!(ledger.overlaps().is_empty(), "{:#?}", ledger.overlaps());
+}
+
+/// The same frozen holder of a job whose next slot is far away: the recovery round finds the
+/// frozen run stale, ends the holder's lock session (the holder hears that its lock is gone) and
+/// runs the slot again within the stale threshold and one round.
+#[tokio::test(start_paused = true)]
+async fn a_frozen_lock_holders_lock_is_broken_for_its_stale_run() {
+    let (store, ledger, frozen, lease, slot) = frozen_holder("*/30 * * * * *").await;
+    assert!(
+        frozen.lost.is_cancelled(),
+        "the frozen holder's lock was broken"
+    );
+    let refused = store.heartbeat("frozen", &[lease.token]).await.unwrap();
+    assert!(refused.is_empty(), "and its run taken over");
+    let again = ledger
+        .all()
+        .into_iter()
+        .find(|e| e.slot == slot)
+        .expect("the frozen holder's slot ran again");
+    // Its last heartbeat was at its claim, 01:00:00.900: stale 3 s later, recovered by the next round.
+    let since_heartbeat = again.start - at("2026-03-02T01:00:00.900Z");
+    assert!(
+        since_heartbeat <= chrono::Duration::milliseconds(3_000 + 1_000 + 300),
+        "recovered {since_heartbeat} after its last heartbeat"
+    );
+}
+
+/// What [`frozen_holder`] leaves to check.
+type Frozen = (
+    MemoryBackend,
+    Ledger,
+    slotguard::store::LockLease,
+    slotguard::store::Lease,
+    DateTime<Utc>,
+);
+
+/// Replica `b` with one job at `cron` (0.5 s bodies, stale 3 s, recovery every 1 s) beside a frozen
+/// process that holds the job's lock and the run of 01:00:00; runs 6 s from 01:00:00.900.
+async fn frozen_holder(cron: &str) -> Frozen {
     let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.900Z"));
     let store = MemoryBackend::with_clock(Arc::new(clock));
     let ledger = Ledger::default();
-    let job = ledger.job("busy", "* * * * * *", 0.5, clock, "b");
+    let job = ledger.job("busy", cron, 0.5, clock, "b");
     let scheduler = Scheduler::builder()
         .backend(store.clone())
         .clock(clock)
@@ -204,30 +259,7 @@ async fn a_frozen_lock_holder_blocks_its_job_at_most_the_stale_threshold_and_a_l
     let handle = scheduler.try_start().await.unwrap();
     sleep(6.0).await;
     handle.shutdown().await;
-    assert!(
-        frozen.lost.is_cancelled(),
-        "the frozen holder's lock was broken"
-    );
-    assert!(
-        store
-            .heartbeat("frozen", &[lease.token])
-            .await
-            .unwrap()
-            .is_empty(),
-        "and its run fenced"
-    );
-    let first = ledger
-        .all()
-        .iter()
-        .map(|e| e.start)
-        .min()
-        .expect("the job ran");
-    let blocked = first - slot;
-    assert!(
-        blocked <= chrono::Duration::milliseconds(3_000 + 1_000 + 300),
-        "blocked for {blocked}: at most the stale threshold, one tick and the second look"
-    );
-    assert!(ledger.overlaps().is_empty(), "{:#?}", ledger.overlaps());
+    (store, ledger, frozen, lease, slot)
 }
 
 /// Only the lock's session dies while a `slot`-level run holds it: the row is still the run's, so

@@ -781,3 +781,26 @@ pub async fn newer_slots_fence_stale_runs(backend: &dyn Backend, stale_after: Du
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!((again[0].key.clone(), again[0].lease.attempt), (old.key, 2));
 }
+
+/// `existing_slots` answers, in order, which slots have a row.
+pub async fn existing_slots_are_found(backend: &dyn Backend) {
+    let stale = Duration::from_secs(60);
+    let claimed = request("contract_existing", "2026-01-04T00:00:00Z", stale);
+    let other = request("contract_existing", "2026-01-04T00:00:01Z", stale);
+    won(&backend
+        .claim("a", std::slice::from_ref(&claimed))
+        .await
+        .expect("claim")[0]);
+    let keys = [other.key.clone(), claimed.key.clone(), other.key];
+    assert_eq!(
+        backend.existing_slots(&keys).await.expect("existing"),
+        [false, true, false]
+    );
+    assert!(
+        backend
+            .existing_slots(&[])
+            .await
+            .expect("existing")
+            .is_empty()
+    );
+}

@@ -59,3 +59,8 @@ async fn due_work_is_one_at_a_time() {
 async fn newer_slots_fence_stale_runs() {
     contract::newer_slots_fence_stale_runs(&backend(), Duration::from_secs(2)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn existing_slots_are_found() {
+    contract::existing_slots_are_found(&backend()).await;
+}

@@ -656,6 +656,25 @@ impl SlotStore for PgBackend {
         Ok(Some(now))
     }
 
+    /// One read.
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let jobs: Vec<&str> = keys.iter().map(|k| k.job.as_str()).collect();
+        let slots: Vec<chrono::DateTime<chrono::Utc>> =
+            keys.iter().map(|k| k.scheduled_at).collect();
+        let partitions: Vec<&str> = keys.iter().map(|k| k.partition.as_str()).collect();
+        let found = sqlx::query_scalar(sql(&self.inner.statements.existing_slots))
+            .bind(&jobs)
+            .bind(&slots)
+            .bind(&partitions)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(found)
+    }
+
     /// One read; see the crate's `sql.rs`.
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
         if specs.is_empty() {

@@ -454,6 +454,18 @@ WITH holders AS MATERIALIZED (
 SELECT k FROM holders WHERE pg_terminate_backend(pid)
 "#;
 
+/// Which of the slots (`$1` jobs, `$2` instants, `$3` partitions, same length) have a row, in order.
+pub(crate) const EXISTING_SLOTS: &str = r#"
+SELECT EXISTS (
+    SELECT 1 FROM {schema}.job_runs j
+    WHERE j.job_name = k.job_name AND j.scheduled_at = k.scheduled_at
+      AND j.partition_key = k.partition_key
+) AS found
+FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY
+     AS k(job_name, scheduled_at, partition_key, ord)
+ORDER BY k.ord
+"#;
+
 /// Records slots as `skipped` with reason `$1`, unless a row for the slot exists; one statement.
 ///
 /// Parameters: `$1` reason, then per request: `$2` job names, `$3` slot instants, `$4` partition
@@ -813,6 +825,7 @@ pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
     pub(crate) claim_due: Arc<str>,
     pub(crate) due_jobs: Arc<str>,
+    pub(crate) existing_slots: Arc<str>,
     pub(crate) break_stale_locks: Arc<str>,
     pub(crate) record_skipped: Arc<str>,
     pub(crate) heartbeat: Arc<str>,
@@ -845,6 +858,7 @@ impl Statements {
             claim: s(CLAIM),
             claim_due: s(CLAIM_DUE),
             due_jobs: s(DUE_JOBS),
+            existing_slots: s(EXISTING_SLOTS),
             break_stale_locks: s(BREAK_STALE_LOCKS),
             record_skipped: s(RECORD_SKIPPED),
             heartbeat: s(HEARTBEAT),

@@ -877,6 +877,23 @@ impl SlotStore for SqliteBackend {
         Ok(self.shared().claim_due(owner, specs, limit).await?)
     }
 
+    /// One read per slot, on the pool (no write lock).
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
+        let shared = self.shared();
+        let mut found = Vec::with_capacity(keys.len());
+        for key in keys {
+            let row: Option<(i64, String)> = sqlx::query_as(STATUS_OF)
+                .bind(&key.job)
+                .bind(key.scheduled_at.timestamp_millis())
+                .bind(&key.partition)
+                .fetch_optional(&shared.pool)
+                .await
+                .map_err(|e| shared.query_error(e))?;
+            found.push(row.is_some());
+        }
+        Ok(found)
+    }
+
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
         if specs.is_empty() {
             return Ok(Vec::new());

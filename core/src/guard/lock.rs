@@ -61,8 +61,9 @@ impl Guard for LockGuard {
             .zip(leases)
             .map(|(c, lease)| match lease {
                 Some(lease) => Decision::Admit(Box::new(self.hold(c, lease))),
-                // On a second look the store's overlap policy decides (see `runtime::tick`).
-                None if c.is_recheck() => Decision::Pass,
+                // On a second look, and for due work, the store decides: it never lets two runs of
+                // the job be running at once (see `runtime::tick` and `runtime::recover`).
+                None if c.is_recheck() || matches!(c.work, Work::Due { .. }) => Decision::Pass,
                 None => Decision::Skip(SkipReason::LockedElsewhere),
             })
             .collect()
@@ -76,9 +77,10 @@ fn unavailable(n: usize, e: &StoreError) -> Vec<Decision> {
 }
 
 impl LockGuard {
-    /// For `slot`-level work refused because another process holds the lock (a second look, or due
-    /// work): asks the store to free locks whose holder's runs of the job are stale (a frozen or
-    /// partitioned process), then tries those keys again.
+    /// For due work refused because another process holds the lock: asks the store to free locks
+    /// whose holder's runs of the job are stale (a frozen or cut-off process), then tries those keys
+    /// again. Only for due work: a stale run is due work, so a recovery round finds a frozen holder
+    /// within one round of its run going stale, and ticks do not pay for the look.
     async fn break_stale(
         &self,
         batch: &[&Candidate],
@@ -88,9 +90,7 @@ impl LockGuard {
             .iter()
             .enumerate()
             .filter(|(i, c)| {
-                leases[*i].is_none()
-                    && c.job.layers.slot
-                    && (c.is_recheck() || matches!(c.work, Work::Due { .. }))
+                leases[*i].is_none() && c.job.layers.slot && matches!(c.work, Work::Due { .. })
             })
             .map(|(i, c)| {
                 let lock = StaleLock {

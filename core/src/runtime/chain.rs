@@ -31,7 +31,8 @@ pub(crate) struct Admitted {
 pub(crate) struct Admission {
     /// Admitted by every layer: run them.
     pub(crate) runs: Vec<Admitted>,
-    /// First looks at `slot`-level slots whose lock another process held: look again shortly.
+    /// `slot`-level slots to look at again shortly: their lock was held elsewhere at the first
+    /// look, or this process's flag was up without a body of the job running.
     pub(crate) deferred: Vec<Candidate>,
     /// Slot work the store could not be asked about: claim it when the store is back.
     pub(crate) unavailable: Vec<Candidate>,
@@ -170,10 +171,18 @@ async fn refused(
     }
     skip(&candidate, permits, &reason).await;
     let slot_level = candidate.job.level == GuardLevel::Slot;
+    let in_body = candidate
+        .job
+        .in_body
+        .load(std::sync::atomic::Ordering::Acquire);
     match reason {
-        // Only this process's own flag proves a previous run is still going. A lock held elsewhere
-        // may be another replica working on this very slot, which must not be recorded as skipped
-        // under it: look again shortly, when its row should exist.
+        // Only this process's own body, running, proves a previous run is still going. A flag up
+        // while a chain is walked or a run's permits are released, or a lock held elsewhere (maybe
+        // by another replica working on this very slot), must not be recorded as skipped: look
+        // again shortly.
+        SkipReason::RunningHere if slot_level && !in_body && candidate.looks() < MAX_LOOKS => {
+            out.deferred.push(candidate);
+        }
         SkipReason::RunningHere if slot_level => overlapped.extend(candidate.claim_request()),
         SkipReason::LockedElsewhere if slot_level && !candidate.is_recheck() => {
             out.deferred.push(candidate);
@@ -182,6 +191,10 @@ async fn refused(
         _ => {}
     }
 }
+
+/// How many times a slot is looked at while this process's flag for its job is up without a body
+/// running, before it is recorded skipped.
+const MAX_LOOKS: u8 = 4;
 
 /// Records slots not run, with `reason`, through the slot layer.
 async fn record(rt: &Runtime, requests: &[ClaimRequest], reason: &str) {

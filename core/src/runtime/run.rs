@@ -95,10 +95,12 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
         );
         std::future::pending::<()>().await;
     };
+    job.in_body.store(true, Ordering::Release);
     let ended = tokio::select! {
         ended = body(rt, &job, ctx) => ended,
         () = watch => None,
     };
+    job.in_body.store(false, Ordering::Release);
     let outcome = outcome(ended, rt.cancel.is_cancelled());
     let took = started.elapsed();
     crate::metrics::run_completed(

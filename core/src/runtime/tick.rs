@@ -64,12 +64,35 @@ async fn recheck(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
         () = tokio::time::sleep(LOCK_RECHECK) => {}
     }
     for candidate in &mut batch {
-        if let Work::Slot { recheck, .. } = &mut candidate.work {
-            *recheck = true;
+        if let Work::Slot { looks, .. } = &mut candidate.work {
+            *looks = looks.saturating_add(1);
         }
     }
+    let batch = without_rows(&rt, batch).await;
     let admission = chain::admit(&rt, batch).await;
     follow(&rt, admission);
+}
+
+/// The candidates whose slot has no row yet, in one read: a slot whose row exists was claimed (or
+/// recorded) by another replica, which is what a second look finds nearly always.
+async fn without_rows(rt: &Runtime, batch: Vec<Candidate>) -> Vec<Candidate> {
+    let Some(slots) = &rt.slots else { return batch };
+    let keys: Vec<_> = batch
+        .iter()
+        .filter_map(|c| c.claim_request().map(|r| r.key))
+        .collect();
+    if keys.len() != batch.len() {
+        return batch;
+    }
+    match slots.store.existing_slots(&keys).await {
+        Ok(found) if found.len() == batch.len() => batch
+            .into_iter()
+            .zip(found)
+            .filter_map(|(c, exists)| (!exists).then_some(c))
+            .collect(),
+        // Could not look: the chain decides for all of them.
+        _ => batch,
+    }
 }
 
 /// Claims again, with a growing wait, slots whose claim met an unavailable store (a restart, a

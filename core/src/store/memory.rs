@@ -290,6 +290,12 @@ impl SlotStore for MemoryBackend {
         Ok(claimed)
     }
 
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(keys.iter().map(|k| inner.runs.contains_key(k)).collect())
+    }
+
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
         let now = self.clock.now();
         let inner = self.lock();

@@ -292,6 +292,17 @@ pub trait SlotStore: Send + Sync + 'static {
         Ok(specs.iter().map(|s| s.job.clone()).collect())
     }
 
+    /// Which of the slots in `keys` have a row, in one read (nothing is written): the second look
+    /// at slots whose lock was held elsewhere asks first, and walks the chain only for slots that
+    /// still have none (usually the holder was working on the same slot and its row exists). The
+    /// default answers that none has (the second look then walks the chain for all).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
+        Ok(vec![false; keys.len()])
+    }
+
     /// Records slots that were not run because a run of the same job was still going in this process:
     /// each becomes a `skipped` row with `reason`, unless a row for it exists already
     /// (then nothing changes), or it is a scheduled slot not due yet (see [`Claim::NotDue`]). One

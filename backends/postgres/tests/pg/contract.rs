@@ -223,3 +223,11 @@ async fn newer_slots_fence_stale_runs() {
     slotguard_tests::newer_slots_fence_stale_runs(&backend, Duration::from_secs(1)).await;
     backend.close().await;
 }
+
+#[tokio::test]
+async fn existing_slots_are_found() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::existing_slots_are_found(&backend).await;
+    backend.close().await;
+}

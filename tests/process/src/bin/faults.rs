@@ -532,6 +532,13 @@ fn race(sc: &mut Sc) -> Outcome {
     }
     out.fig("replicas", n);
     out.fig("slots", expected.len());
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.status == RunStatus::Skipped) {
+        *skipped
+            .entry(run.error_message.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    out.fig("skipped-by-reason", format!("{skipped:?}"));
     out.fig("duplicates", duplicates);
     out.fig("missed", missed);
     out.fig("not-succeeded-first-attempt", not_first);
