@@ -386,6 +386,8 @@ async fn terminate_lock_session_of_running_job(
     let ledger = ledger_in(dir.path());
     let ledger2 = ledger.clone();
     let nodes = tokio::task::spawn_blocking(move || {
+        // Retries need the `slot` level: one attempt at `lock`.
+        let attempts = if guard == "lock" { "1" } else { "5" };
         let args = long_job(&[
             "--work-ms",
             "8000",
@@ -393,6 +395,8 @@ async fn terminate_lock_session_of_running_job(
             "300",
             "--guard",
             guard,
+            "--max-attempts",
+            attempts,
         ]);
         start_nodes(&store, &ledger2, 1, &args)
     })
