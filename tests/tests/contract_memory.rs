@@ -59,3 +59,8 @@ async fn due_work_is_one_at_a_time() {
 async fn newer_slots_fence_stale_runs() {
     contract::newer_slots_fence_stale_runs(&backend(), Duration::from_secs(2)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn lock_tokens_rise() {
+    contract::lock_tokens_rise(&backend()).await;
+}

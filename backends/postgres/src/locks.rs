@@ -176,9 +176,11 @@ impl Locks {
         Ok(keys
             .iter()
             .map(|key| {
-                granted
-                    .remove(key)
-                    .map(|lost| LockLease { key: *key, lost })
+                granted.remove(key).map(|lost| LockLease {
+                    key: *key,
+                    lost,
+                    token: None,
+                })
             })
             .collect())
     }

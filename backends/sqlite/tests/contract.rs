@@ -90,3 +90,9 @@ async fn newer_slots_fence_stale_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::newer_slots_fence_stale_runs(&backend(&dir).await, Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn lock_tokens_rise() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::lock_tokens_rise(&backend(&dir).await).await;
+}
