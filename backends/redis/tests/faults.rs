@@ -67,7 +67,10 @@ async fn a_holder_cut_off_past_its_ttl_is_told_lost_and_the_next_holder_has_a_hi
         assert!(Instant::now() < until, "the lapsed lease was never free");
         sleep(Duration::from_millis(20)).await;
     };
-    assert!(lease_b.token > lease_a.token, "{lease_b:?} after {lease_a:?}");
+    assert!(
+        lease_b.token > lease_a.token,
+        "{lease_b:?} after {lease_a:?}"
+    );
 
     // The partition heals: a's late renewal must not take the lease back from b.
     proxy.cut(false);
@@ -94,9 +97,14 @@ async fn tokens_rise_across_a_kill_9_of_a_redis_that_keeps_nothing() {
         Err(StoreError::Unavailable(_))
     ));
     server.restart();
-    let after = lock_when_up(&a, "a", 3).await.expect("free: the server is empty");
+    let after = lock_when_up(&a, "a", 3)
+        .await
+        .expect("free: the server is empty");
     let highest = before.iter().max().copied().unwrap_or_default();
-    assert!(after > highest, "token {after} after the restart, {highest} before");
+    assert!(
+        after > highest,
+        "token {after} after the restart, {highest} before"
+    );
 
     // The same when only the counter vanishes (evicted, or deleted by hand).
     a.unlock("a", &[3]).await.expect("unlock");
@@ -111,7 +119,10 @@ async fn tokens_rise_across_a_kill_9_of_a_redis_that_keeps_nothing() {
         .await
         .expect("del");
     let again = lock_when_up(&a, "a", 3).await.expect("free");
-    assert!(again > after, "token {again} after the counter vanished, {after} before");
+    assert!(
+        again > after,
+        "token {again} after the counter vanished, {after} before"
+    );
 }
 
 #[tokio::test]
@@ -154,7 +165,10 @@ async fn a_scheduler_skips_while_redis_is_gone_and_resumes_when_it_is_back() {
     server.restart();
     sleep(Duration::from_millis(4_000)).await;
     let after = runs.load(Ordering::SeqCst);
-    assert!(after >= at_kill + 2, "runs resumed: {after} after {at_kill}");
+    assert!(
+        after >= at_kill + 2,
+        "runs resumed: {after} after {at_kill}"
+    );
     handle.shutdown().await;
 
     let tokens = tokens.lock().expect("tokens").clone();
