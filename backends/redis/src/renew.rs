@@ -45,7 +45,7 @@ impl Inner {
     }
 
     /// Renews every held lease in one round trip; reports lost the ones found gone or another's.
-    async fn renew(self: &Arc<Self>) -> Result<(), slotguard::store::StoreError> {
+    pub(crate) async fn renew(self: &Arc<Self>) -> Result<(), slotguard::store::StoreError> {
         let snapshot: Vec<(i64, i64, String)> = self
             .held()
             .iter()
