@@ -167,8 +167,18 @@ impl JobContext {
         self.info.run_id
     }
 
-    /// The fencing token of this attempt, at the `slot` level. It rises with every claim, so a side
-    /// effect written with it can refuse a late write from an attempt that lost the slot.
+    /// The fencing token of this run: it rises with every grant, so a side effect written with it can
+    /// refuse a late write from a holder that lost its hold.
+    ///
+    /// - At the `slot` level, the slot row's token (the authority: the store fences every write of
+    ///   the attempt with it).
+    /// - At the `lock` level, the lock lease's token when the lock store's locks are leases that can
+    ///   lapse (Redis, SQLite); `None` with PostgreSQL advisory locks, which end only with their
+    ///   session.
+    /// - `None` below `lock`.
+    ///
+    /// The two come from different counters and are never compared with each other; see
+    /// `docs/guards.md`, "Fencing tokens".
     pub fn fencing_token(&self) -> Option<i64> {
         self.info.fencing_token
     }

@@ -24,7 +24,7 @@ use crate::job::{self, Job};
 use crate::policy::{CatchUp, Overlap};
 use crate::runtime::Runtime;
 use crate::state::StateMap;
-use crate::store::Backend;
+use crate::store::{Backend, LockStore};
 
 /// The longest job name accepted, in characters.
 pub const MAX_JOB_NAME_CHARS: usize = slotguard_cron::MAX_NAME_CHARS;
@@ -46,6 +46,8 @@ pub const MAX_JOB_NAME_CHARS: usize = slotguard_cron::MAX_NAME_CHARS;
 pub struct Scheduler {
     runtime: Arc<Runtime>,
     backend: Option<Arc<dyn Backend>>,
+    /// The explicit lock store, when the locks are not the backend's.
+    lock_store: Option<Arc<dyn LockStore>>,
     recovery_interval: Duration,
     external: Option<CancellationToken>,
     namespace: String,
@@ -93,18 +95,23 @@ impl Scheduler {
     /// # Errors
     /// [`StoreError`](crate::store::StoreError) from the store, naming the colliding jobs.
     pub async fn try_start(self) -> Result<SchedulerHandle, crate::store::StoreError> {
+        let keys: Vec<(i64, String)> = self
+            .runtime
+            .jobs
+            .iter()
+            .filter(|j| j.level >= GuardLevel::Lock)
+            .map(|j| (j.lock_key, j.name.to_string()))
+            .collect();
         if let Some(backend) = &self.backend {
             sync_clock(&self.runtime, &**backend).await;
-            let keys: Vec<(i64, String)> = self
-                .runtime
-                .jobs
-                .iter()
-                .filter(|j| j.level >= GuardLevel::Lock)
-                .map(|j| (j.lock_key, j.name.to_string()))
-                .collect();
             if !keys.is_empty() {
                 backend.register_lock_keys(&self.namespace, &keys).await?;
             }
+        }
+        if let Some(locks) = &self.lock_store
+            && !keys.is_empty()
+        {
+            locks.register_lock_keys(&self.namespace, &keys).await?;
         }
         let prepared = match (&self.backend, &self.runtime.slots) {
             (Some(backend), slots) => {
@@ -268,6 +275,7 @@ pub struct SchedulerBuilder {
     jobs: Vec<Job>,
     discover: bool,
     backend: Option<Arc<dyn Backend>>,
+    lock_store: Option<Arc<dyn LockStore>>,
     state: StateMap,
     default_tz: Option<String>,
     default_guard: Option<GuardLevel>,
@@ -295,6 +303,7 @@ impl Default for SchedulerBuilder {
             jobs: Vec::new(),
             discover: false,
             backend: None,
+            lock_store: None,
             state: StateMap::default(),
             default_tz: None,
             default_guard: None,
@@ -383,6 +392,25 @@ impl SchedulerBuilder {
     pub fn backend(mut self, backend: impl Backend) -> Self {
         self.backend = Some(Arc::new(backend));
         self
+    }
+
+    /// The store of the cluster-wide locks of the `lock` level (and of the lock in front of the slot
+    /// row at the `slot` level), in place of the [`backend`](Self::backend)'s own locks: for example
+    /// `slotguard_redis::RedisLocks`. Without a backend it gives a real `lock` level on its own
+    /// (then the default level is `lock`); with one, the slot rows stay in the backend and only the
+    /// lock moves. Without a lock store, the backend's locks are used.
+    pub fn lock_store(mut self, locks: impl LockStore) -> Self {
+        self.lock_store = Some(Arc::new(locks));
+        self
+    }
+
+    /// The lock store the `lock` layer uses: the explicit one, else the backend's own locks.
+    fn locks(&self) -> Option<Arc<dyn LockStore>> {
+        self.lock_store.clone().or_else(|| {
+            self.backend
+                .as_ref()
+                .map(|b| Arc::clone(b) as Arc<dyn LockStore>)
+        })
     }
 
     /// Application state, looked up by type with [`JobContext::state`](crate::JobContext::state).
@@ -504,11 +532,14 @@ impl SchedulerBuilder {
             zone: default_zone,
             level: self.default_guard.unwrap_or(if self.backend.is_some() {
                 GuardLevel::Slot
+            } else if self.lock_store.is_some() {
+                GuardLevel::Lock
             } else {
                 GuardLevel::Local
             }),
             dst: self.default_dst,
             has_backend: self.backend.is_some(),
+            has_locks: self.backend.is_some() || self.lock_store.is_some(),
             stale_after: self.stale_after,
             namespace: &self.namespace,
         };
@@ -600,13 +631,15 @@ impl SchedulerBuilder {
             Arc::from(self.instance_id.take().unwrap_or_else(default_instance_id));
         let mut guards: Vec<Arc<dyn Guard>> = vec![Arc::new(LocalGuard)];
         let mut slots = None;
+        if let Some(locks) = self.locks() {
+            guards.push(Arc::new(LockGuard {
+                unlocker: Arc::new(unlocker(Arc::clone(&locks), Arc::clone(&owner))),
+                store: locks,
+                owner: Arc::clone(&owner),
+            }));
+        }
         if let Some(backend) = &self.backend {
             let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
-            guards.push(Arc::new(LockGuard {
-                store: Arc::clone(backend),
-                owner: Arc::clone(&owner),
-                unlocker: Arc::new(unlocker(Arc::clone(backend), Arc::clone(&owner))),
-            }));
             let slot_guard = Arc::new(SlotGuard {
                 store: Arc::clone(backend),
                 owner: Arc::clone(&owner),
@@ -664,6 +697,7 @@ impl SchedulerBuilder {
         Scheduler {
             runtime: Arc::new(runtime),
             backend: self.backend,
+            lock_store: self.lock_store,
             recovery_interval: self
                 .recovery_interval
                 .unwrap_or(self.stale_after / 3)
@@ -686,6 +720,8 @@ struct Defaults<'a> {
     level: GuardLevel,
     dst: DstPolicy,
     has_backend: bool,
+    /// A backend or a lock store: what the `lock` level needs.
+    has_locks: bool,
     stale_after: Duration,
     namespace: &'a str,
 }
@@ -725,7 +761,12 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         .parse()
         .map_err(|e| schedule_error(ScheduleError::Cron(e)))?;
     let level = job.guard.unwrap_or(defaults.level);
-    if level >= GuardLevel::Lock && !defaults.has_backend {
+    let missing = match level {
+        GuardLevel::Slot => !defaults.has_backend,
+        GuardLevel::Lock => !defaults.has_locks,
+        _ => false,
+    };
+    if missing {
         return Err(ConfigError::NeedsBackend {
             job: job.name.clone(),
             level,
@@ -816,7 +857,7 @@ pub enum ConfigError {
         job: String,
     },
     /// The job needs a store and the scheduler has none.
-    #[error("job `{job}`: guard level `{level}` needs a backend (SchedulerBuilder::backend)")]
+    #[error("job `{job}`: guard level `{level}` needs {}", needed(*.level))]
     NeedsBackend {
         /// The job's name.
         job: String,
@@ -852,6 +893,16 @@ pub enum ConfigError {
         /// What is wrong.
         problem: String,
     },
+}
+
+/// What a level needs that the scheduler lacks, for [`ConfigError::NeedsBackend`].
+fn needed(level: GuardLevel) -> &'static str {
+    match level {
+        GuardLevel::Lock => {
+            "a backend or a lock store (SchedulerBuilder::backend or SchedulerBuilder::lock_store)"
+        }
+        _ => "a backend (SchedulerBuilder::backend)",
+    }
 }
 
 /// The lock key of a job without an explicit one: FNV-1a 64 of `namespace/job`, stable across builds,

@@ -115,6 +115,41 @@ fn lock_and_slot_need_a_backend_and_distinct_keys() {
 }
 
 #[test]
+fn a_lock_store_gives_the_lock_level_but_not_the_slot_level() {
+    let found =
+        problems(Scheduler::builder().job(job("needs_lock", "* * * * *").guard(GuardLevel::Lock)));
+    assert_eq!(
+        found[0].to_string(),
+        "job `needs_lock`: guard level `lock` needs a backend or a lock store \
+         (SchedulerBuilder::backend or SchedulerBuilder::lock_store)"
+    );
+    let found = problems(
+        Scheduler::builder()
+            .lock_store(slotguard::MemoryBackend::new())
+            .job(job("locked", "* * * * *").guard(GuardLevel::Lock))
+            .job(job("needs_rows", "* * * * *").guard(GuardLevel::Slot)),
+    );
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].to_string(),
+        "job `needs_rows`: guard level `slot` needs a backend (SchedulerBuilder::backend)"
+    );
+    let scheduler = Scheduler::builder()
+        .lock_store(slotguard::MemoryBackend::new())
+        .job(job("a", "* * * * *"))
+        .build()
+        .unwrap();
+    assert_eq!(scheduler.jobs().next().unwrap().guard, GuardLevel::Lock);
+    let scheduler = Scheduler::builder()
+        .lock_store(slotguard::MemoryBackend::new())
+        .backend(slotguard::MemoryBackend::new())
+        .job(job("a", "* * * * *"))
+        .build()
+        .unwrap();
+    assert_eq!(scheduler.jobs().next().unwrap().guard, GuardLevel::Slot);
+}
+
+#[test]
 fn defaults_follow_the_backend() {
     let without = Scheduler::builder()
         .job(job("a", "* * * * *"))

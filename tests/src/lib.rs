@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, MAX_EARLY, RunFilter, RunStatus, SlotKey,
-    Trigger,
+    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, LockStore, MAX_EARLY, RunFilter,
+    RunStatus, SlotKey, Trigger,
 };
 use slotguard::{ErrorClass, Overlap};
 
@@ -175,7 +175,7 @@ pub async fn writes_are_fenced(backend: &dyn Backend, stale_after: Duration) {
 }
 
 /// Locks are exclusive per key, and only their owner releases them.
-pub async fn locks_are_exclusive(backend: &dyn Backend) {
+pub async fn locks_are_exclusive(backend: &dyn LockStore) {
     let keys = [9_001, 9_002];
     let a = backend.try_lock("a", &keys).await.expect("lock");
     assert!(a.iter().all(Option::is_some));
@@ -187,6 +187,31 @@ pub async fn locks_are_exclusive(backend: &dyn Backend) {
     let b = backend.try_lock("b", &keys).await.expect("lock");
     assert!(b.iter().all(Option::is_some));
     backend.unlock("b", &keys).await.expect("unlock");
+}
+
+/// A lock store whose locks carry fencing tokens gives every grant of a key a higher token than
+/// the grants before it, whoever the owner; one without tokens gives none at all.
+pub async fn lock_tokens_rise(store: &dyn LockStore) {
+    let key = 9_003;
+    let mut seen: Vec<Option<i64>> = Vec::new();
+    for owner in ["a", "b", "a", "c"] {
+        let lease = store.try_lock(owner, &[key]).await.expect("lock")[0]
+            .clone()
+            .expect("free");
+        seen.push(lease.token);
+        store.unlock(owner, &[key]).await.expect("unlock");
+    }
+    if seen.iter().all(Option::is_none) {
+        return;
+    }
+    let tokens: Vec<i64> = seen
+        .iter()
+        .map(|t| t.expect("every grant has a token"))
+        .collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must rise with every grant: {tokens:?}"
+    );
 }
 
 fn taken(claim: &Claim) -> RunStatus {

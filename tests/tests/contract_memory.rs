@@ -64,3 +64,8 @@ async fn newer_slots_fence_stale_runs() {
 async fn existing_slots_are_found() {
     contract::existing_slots_are_found(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn lock_tokens_rise() {
+    contract::lock_tokens_rise(&backend()).await;
+}

@@ -55,6 +55,12 @@ mod admin;
 mod error;
 mod inspect;
 mod locks;
+
+/// The statement the lock connection's liveness check runs every interval while locks are held:
+/// this session's pid and the advisory keys it holds. Public for the lock benchmark
+/// (`benches/benches/locks.rs`), which times it beside a Redis renewal.
+#[doc(hidden)]
+pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
 mod migrate;
 mod sql;
 

@@ -37,7 +37,7 @@ const UNLOCK: &str =
 /// The liveness probe: which session are we, and which `bigint` advisory keys does it hold.
 /// (`pg_locks` shows a `bigint` key as its high half in `classid` and its low half in `objid`, with
 /// `objsubid = 1`.)
-const LIVENESS: &str = "
+pub(crate) const LIVENESS: &str = "
 SELECT pg_backend_pid() AS pid,
        ARRAY(SELECT (l.classid::bigint << 32) | l.objid::bigint
              FROM pg_locks l
@@ -176,9 +176,11 @@ impl Locks {
         Ok(keys
             .iter()
             .map(|key| {
-                granted
-                    .remove(key)
-                    .map(|lost| LockLease { key: *key, lost })
+                granted.remove(key).map(|lost| LockLease {
+                    key: *key,
+                    lost,
+                    token: None,
+                })
             })
             .collect())
     }

@@ -106,7 +106,11 @@ impl Shared {
                     // This backend's own earlier lease on the key had lapsed, and was just taken over.
                     previous.lost.cancel();
                 }
-                Some(LockLease { key, lost })
+                Some(LockLease {
+                    key,
+                    lost,
+                    token: Some(token),
+                })
             })
             .collect();
         drop(leases);

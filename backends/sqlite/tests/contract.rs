@@ -96,3 +96,9 @@ async fn existing_slots_are_found() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::existing_slots_are_found(&backend(&dir).await).await;
 }
+
+#[tokio::test]
+async fn lock_tokens_rise() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::lock_tokens_rise(&backend(&dir).await).await;
+}

@@ -4,6 +4,11 @@
 //! so the run is told it lost ownership. At the `slot` level the slot row is the authority (the
 //! store never lets two runs of one job be `running` at once), so losing only the lock's session
 //! does not end the run: the lock is taken again on a fresh session while the body goes on.
+//!
+//! The lock comes from the scheduler's [`lock_store`](crate::SchedulerBuilder::lock_store) when it
+//! has one (Redis), else from its [`backend`](crate::SchedulerBuilder::backend). A lease lock's
+//! fencing token is what `ctx.fencing_token()` gives at the `lock` level; at the `slot` level the
+//! slot row's token replaces it (the slot layer describes the run after this one).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,16 +17,16 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batcher;
-use super::{Decision, Guard, GuardLevel, Permit, RunOutcome, SkipReason};
+use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
 use crate::entry::{Candidate, Work};
-use crate::store::{Backend, LockLease, StaleLock, StoreError};
+use crate::store::{LockLease, LockStore, StaleLock, StoreError};
 
 /// How often a `slot`-level run whose lock session died tries to take its lock again.
 const RETAKE_EVERY: Duration = Duration::from_millis(250);
 
 /// Lets a job in only while no other process holds its lock.
 pub(crate) struct LockGuard {
-    pub(crate) store: Arc<dyn Backend>,
+    pub(crate) store: Arc<dyn LockStore>,
     pub(crate) owner: Arc<str>,
     /// Locks released together go to the store in one call.
     pub(crate) unlocker: Arc<Unlocker>,
@@ -31,7 +36,7 @@ pub(crate) struct LockGuard {
 pub(crate) type Unlocker = Batcher<i64, Result<(), StoreError>>;
 
 /// The unlocker of `owner`'s keys on `store`.
-pub(crate) fn unlocker(store: Arc<dyn Backend>, owner: Arc<str>) -> Unlocker {
+pub(crate) fn unlocker(store: Arc<dyn LockStore>, owner: Arc<str>) -> Unlocker {
     Batcher::new(move |keys: Vec<i64>| {
         let (store, owner) = (Arc::clone(&store), Arc::clone(&owner));
         async move {
@@ -142,6 +147,7 @@ impl LockGuard {
             store: Arc::clone(&self.store),
             owner: Arc::clone(&self.owner),
             key: lease.key,
+            token: lease.token,
             lost: lease.lost,
             fatal,
             done,
@@ -152,7 +158,7 @@ impl LockGuard {
 
 /// Takes the lock again whenever its session dies, until the run releases it.
 async fn keep(
-    store: Arc<dyn Backend>,
+    store: Arc<dyn LockStore>,
     owner: Arc<str>,
     job: Arc<str>,
     mut lease: LockLease,
@@ -188,10 +194,12 @@ async fn keep(
 }
 
 struct HeldLock {
-    store: Arc<dyn Backend>,
+    store: Arc<dyn LockStore>,
     unlocker: Arc<Unlocker>,
     owner: Arc<str>,
     key: i64,
+    /// The lease's fencing token, when the store's locks have one.
+    token: Option<i64>,
     lost: CancellationToken,
     /// Whether losing the lock ends the run (`lock` level) or not (`slot` level).
     fatal: bool,
@@ -202,6 +210,13 @@ struct HeldLock {
 
 #[async_trait]
 impl Permit for HeldLock {
+    fn describe(&self, info: &mut RunInfo) {
+        // Inner layers describe after this one: at the `slot` level the row's token wins.
+        if self.token.is_some() {
+            info.fencing_token = self.token;
+        }
+    }
+
     fn loss(&self) -> Option<CancellationToken> {
         self.fatal.then(|| self.lost.clone())
     }

@@ -587,7 +587,11 @@ impl LockStore for MemoryBackend {
                 }
                 let lost = CancellationToken::new();
                 inner.locks.insert(key, (owner.to_owned(), lost.clone()));
-                Some(LockLease { key, lost })
+                Some(LockLease {
+                    key,
+                    lost,
+                    token: None,
+                })
             })
             .collect())
     }

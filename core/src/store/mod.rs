@@ -391,8 +391,14 @@ pub struct StaleLock {
 pub struct LockLease {
     /// The lock's key.
     pub key: i64,
-    /// Cancelled when the store notices the lock is gone while held (its connection died).
+    /// Cancelled when the store notices the lock is gone while held (its connection died, its lease
+    /// lapsed or was taken).
     pub lost: CancellationToken,
+    /// The lease's fencing token, for stores whose locks are leases that can lapse while their holder
+    /// still works (SQLite, Redis): it rises with every grant of the key, so a system that refuses
+    /// writes carrying a token lower than the highest it has seen makes a late holder harmless.
+    /// `None` for locks tied to a live session (PostgreSQL advisory locks, the memory backend).
+    pub token: Option<i64>,
 }
 
 /// Cluster-wide locks, keyed by 64-bit integers from the scheduler's key registry.
