@@ -66,7 +66,8 @@
 //! most 1,000. Runs are listed newest slot first; the audit trail newest first.
 //!
 //! `slot` is accepted as another name of `scheduleSlot`. `actor` defaults to `"http"`, and an
-//! [`Actor`] extension replaces it. `dryRun` defaults to `true` and `perSecond` to `1.0`. Unknown
+//! [`Actor`] extension replaces it. `dryRun` defaults to `true` and `perSecond` to `1.0`
+//! (from [`MIN_PER_SECOND`](super::MIN_PER_SECOND) to [`MAX_PER_SECOND`](super::MAX_PER_SECOND)). Unknown
 //! fields and query parameters are refused rather than ignored, so a misspelt `partition` cannot
 //! retry the wrong run. Bodies must be `application/json` and at most [`MAX_BODY_BYTES`].
 //!

@@ -43,6 +43,11 @@ pub const MAX_SCAN_SLOTS: usize = 100_000;
 pub const MAX_BACKFILL_SLOTS: usize = 1_000;
 /// The most runs [`Admin::runs`] returns in one page.
 pub const MAX_PAGE: usize = 1_000;
+/// The slowest backfill accepted, in runs per second: one run every 1,000 s, so that the
+/// [`MAX_BACKFILL_SLOTS`] runs of the largest backfill are all due within 12 days.
+pub const MIN_PER_SECOND: f64 = 0.001;
+/// The fastest backfill accepted, in runs per second: one run every millisecond.
+pub const MAX_PER_SECOND: f64 = 1_000.0;
 
 /// Who asks for a change, and why. Both are stored in the audit trail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +221,37 @@ pub struct BackfillOptions {
     pub dry_run: bool,
     /// Runs that become due per second (spread by `next_attempt_at`), so a backfill never storms.
     pub per_second: f64,
+}
+
+impl BackfillOptions {
+    /// Checks the rate: a number from [`MIN_PER_SECOND`] to [`MAX_PER_SECOND`].
+    ///
+    /// # Errors
+    /// [`AdminError::Invalid`] for the field `per_second`.
+    pub fn validate(&self) -> Result<(), AdminError> {
+        if (MIN_PER_SECOND..=MAX_PER_SECOND).contains(&self.per_second) {
+            return Ok(());
+        }
+        Err(AdminError::Invalid {
+            field: "per_second",
+            problem: format!(
+                "{} is out of range: expected {MIN_PER_SECOND} to {MAX_PER_SECOND} runs per second",
+                self.per_second
+            ),
+        })
+    }
+
+    /// When the `index`th run of a backfill started at `now` becomes due.
+    fn due(&self, now: DateTime<Utc>, index: usize) -> Result<DateTime<Utc>, AdminError> {
+        // Bounded by the checks: at most MAX_BACKFILL_SLOTS / MIN_PER_SECOND seconds, 1e12 µs.
+        let micros = (index as f64 * 1e6 / self.per_second).round() as i64;
+        now.checked_add_signed(chrono::Duration::microseconds(micros))
+            .ok_or_else(|| AdminError::Invalid {
+                field: "per_second",
+                problem: "the runs would be due after the last instant this version can store"
+                    .into(),
+            })
+    }
 }
 
 impl Default for BackfillOptions {
@@ -551,12 +587,7 @@ impl Admin {
         by: &ChangeRequest,
     ) -> Result<BackfillReport, AdminError> {
         let audit = by.entry("backfill")?;
-        if !(options.per_second.is_finite() && options.per_second > 0.0) {
-            return Err(AdminError::Invalid {
-                field: "per_second",
-                problem: format!("{} is not a positive rate", options.per_second),
-            });
-        }
+        options.validate()?;
         let slots = self.missed(job, from, to).await?;
         if slots.len() > MAX_BACKFILL_SLOTS {
             return Err(AdminError::Invalid {
@@ -578,17 +609,16 @@ impl Admin {
         }
         let record = self.job(job).await?;
         let now = self.clock.now();
-        let spacing = Duration::from_secs_f64(1.0 / options.per_second);
-        let runs: Vec<Enqueue> = slots
+        let runs = slots
             .iter()
             .enumerate()
-            .map(|(i, slot)| Enqueue {
-                request: self.request(&record, slot.scheduled_at, slot.wall, Trigger::Backfill),
-                not_before: now
-                    + chrono::Duration::from_std(spacing.mul_f64(i as f64))
-                        .unwrap_or(chrono::Duration::MAX / 2),
+            .map(|(i, slot)| {
+                Ok(Enqueue {
+                    request: self.request(&record, slot.scheduled_at, slot.wall, Trigger::Backfill),
+                    not_before: options.due(now, i)?,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<Enqueue>, AdminError>>()?;
         let answers = self.store.enqueue(&runs, &audit).await?;
         let created = answers.iter().filter(|a| a.is_some()).count();
         let last_due = runs
