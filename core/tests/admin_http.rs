@@ -1098,6 +1098,36 @@ async fn hostile_job_names_are_unknown_and_escaped() {
 }
 
 #[tokio::test]
+async fn partitions_with_control_characters_are_400() {
+    let (backend, app) = setup().await;
+    let slot = at(SLOT);
+    failed(&backend, SETTLEMENT, slot, "").await;
+    for answer in [
+        get(&app, "/internal/jobs/daily-settlement/runs?partition=%00").await,
+        get(
+            &app,
+            &format!("/internal/jobs/daily-settlement/runs/{SLOT}?partition=a%0Ab"),
+        )
+        .await,
+        post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            json!({"scheduleSlot": SLOT, "partition": "a\u{0}b", "reason": "r"}),
+        )
+        .await,
+    ] {
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.body["field"], "partition", "{}", answer.raw);
+        assert!(
+            !answer.message().chars().any(char::is_control),
+            "{}",
+            answer.raw
+        );
+    }
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn a_store_outage_is_503() {
     let (backend, app) = setup().await;
     failed(&backend, SETTLEMENT, at(SLOT), "").await;

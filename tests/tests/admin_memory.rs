@@ -29,3 +29,8 @@ async fn hostile_job_names_round_trip_through_every_operation() {
     admin::hostile_job_names_round_trip_through_every_operation(&*backend, &admin::hostile_names())
         .await;
 }
+
+#[tokio::test]
+async fn names_outside_the_rule_are_bad_input() {
+    admin::names_outside_the_rule_are_bad_input(&MemoryBackend::new()).await;
+}

@@ -87,6 +87,11 @@
 //! | 415 | `unsupported_media_type` | a body without `content-type: application/json` |
 //! | 503 | `store` | the store could not be asked; nothing was changed |
 //!
+//! A job name that breaks the rule jobs are registered under ([`check_job_name`](crate::check_job_name):
+//! a NUL, a newline, a `:`, over 200 characters) is `404 unknown_job`, and such a partition key
+//! ([`check_partition`](crate::check_partition)) is `400 invalid` with `field: "partition"`, on every
+//! store: bad input is never sent to the store, and never answered 503.
+//!
 //! The router has a JSON fallback for unknown paths under its prefix. To [`Router::merge`] it into a
 //! router that has a fallback of its own, call [`Router::reset_fallback`] on it first.
 #![cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -32,6 +32,7 @@ use crate::store::{
     AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, RunChange, RunFilter,
     RunRecord, RunStatus, SlotKey, StoreError, Trigger,
 };
+use crate::{check_job_name, check_partition};
 
 /// The longest reason accepted, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -357,6 +358,7 @@ impl Admin {
 
     /// One registered job.
     pub async fn job(&self, name: &str) -> Result<JobRecord, AdminError> {
+        named(name)?;
         self.store
             .jobs()
             .await?
@@ -369,6 +371,9 @@ impl Admin {
     pub async fn runs(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, AdminError> {
         if let Some(job) = &filter.job {
             self.job(job).await?;
+        }
+        if let Some(partition) = &filter.partition {
+            partition_key(partition)?;
         }
         if let (Some(from), Some(to)) = (filter.from, filter.to)
             && from >= to
@@ -402,6 +407,7 @@ impl Admin {
         partition: &str,
     ) -> Result<RunRecord, AdminError> {
         self.job(job).await?;
+        partition_key(partition)?;
         self.find_run(job, slot, partition).await
     }
 
@@ -478,6 +484,7 @@ impl Admin {
     ) -> Result<RunRecord, AdminError> {
         let audit = by.entry("retry")?;
         self.job(job).await?;
+        partition_key(partition)?;
         let key = SlotKey {
             job: job.to_owned(),
             scheduled_at: slot,
@@ -499,6 +506,7 @@ impl Admin {
     ) -> Result<RunRecord, AdminError> {
         let audit = by.entry("cancel")?;
         self.job(job).await?;
+        partition_key(partition)?;
         let key = SlotKey {
             job: job.to_owned(),
             scheduled_at: slot,
@@ -655,6 +663,7 @@ impl Admin {
         by: &ChangeRequest,
     ) -> Result<JobRecord, AdminError> {
         let audit = by.entry(if paused { "pause" } else { "resume" })?;
+        named(job)?;
         if !self.store.set_paused(job, paused, &audit).await? {
             return Err(AdminError::UnknownJob { job: shown(job) });
         }
@@ -734,6 +743,23 @@ fn expected_slots(
         });
     }
     Ok(out)
+}
+
+/// A job name by the rule every job is registered under ([`check_job_name`]): a name that breaks it
+/// names no job, on every store, and is not sent to one (PostgreSQL refuses a NUL in a query).
+fn named(job: &str) -> Result<(), AdminError> {
+    check_job_name(job).map_err(|_| AdminError::UnknownJob { job: shown(job) })
+}
+
+/// A partition key by the rule of [`check_partition`], or the empty key of unpartitioned runs.
+fn partition_key(partition: &str) -> Result<(), AdminError> {
+    if partition.is_empty() {
+        return Ok(());
+    }
+    check_partition(partition).map_err(|problem| AdminError::Invalid {
+        field: "partition",
+        problem: format!("`{}`: {problem}", shown(partition)),
+    })
 }
 
 /// User input for messages: escaped and shortened.
