@@ -63,6 +63,12 @@ async fn names_outside_the_rule_are_bad_input() {
     admin::names_outside_the_rule_are_bad_input(&backend.backend).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_triggers_each_get_a_run() {
+    let backend = fresh().await;
+    admin::concurrent_triggers_each_get_a_run(&backend.backend).await;
+}
+
 /// The inherent listing reads the same records as the admin one, ordered by job, slot and partition.
 #[tokio::test]
 async fn the_inherent_listing_reads_what_the_admin_listing_reads() {

@@ -44,6 +44,8 @@ pub const MAX_SCAN_SLOTS: usize = 100_000;
 pub const MAX_BACKFILL_SLOTS: usize = 1_000;
 /// The most runs [`Admin::runs`] returns in one page.
 pub const MAX_PAGE: usize = 1_000;
+/// How many milliseconds [`Admin::trigger`] tries, from now on, for one free of other manual runs.
+const MAX_TRIGGER_TRIES: usize = 1_000;
 /// The slowest backfill accepted, in runs per second: one run every 1,000 s, so that the
 /// [`MAX_BACKFILL_SLOTS`] runs of the largest backfill are all due within 12 days.
 pub const MIN_PER_SECOND: f64 = 0.001;
@@ -550,37 +552,37 @@ impl Admin {
     }
 
     /// Runs the job now, on whichever replica running it polls first: a `manual` slot at the current
-    /// millisecond, which cannot collide with a scheduled (whole-second) slot.
+    /// millisecond, which cannot collide with a scheduled (whole-second) slot. Concurrent triggers
+    /// each get a run: when the millisecond is taken, the next free one is used.
     pub async fn trigger(&self, job: &str, by: &ChangeRequest) -> Result<Triggered, AdminError> {
         let audit = by.entry("trigger")?;
         let record = self.job(job).await?;
+        let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
         let mut at = self.clock.now().trunc_subsecs(3);
-        if at.timestamp_subsec_millis() == 0 {
+        for _ in 0..MAX_TRIGGER_TRIES {
+            at = manual_slot(at);
+            let wall = at.with_timezone(&zone).naive_local();
+            let request = self.request(&record, at, wall, Trigger::Manual);
+            let run = Enqueue {
+                request,
+                not_before: at,
+            };
+            let created = self.store.enqueue(&[run], &audit).await?;
+            if let Some(run_id) = created.first().copied().flatten() {
+                return Ok(Triggered {
+                    run_id,
+                    scheduled_at: at,
+                });
+            }
             at += chrono::Duration::milliseconds(1);
         }
-        let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
-        let wall = at.with_timezone(&zone).naive_local();
-        let request = self.request(&record, at, wall, Trigger::Manual);
-        let created = self
-            .store
-            .enqueue(
-                &[Enqueue {
-                    request,
-                    not_before: at,
-                }],
-                &audit,
-            )
-            .await?;
-        match created.first().copied().flatten() {
-            Some(run_id) => Ok(Triggered {
-                run_id,
-                scheduled_at: at,
-            }),
-            None => Err(AdminError::Invalid {
-                field: "trigger",
-                problem: "a manual run of this millisecond exists already; try again".into(),
-            }),
-        }
+        Err(AdminError::Invalid {
+            field: "trigger",
+            problem: format!(
+                "{MAX_TRIGGER_TRIES} manual runs in a row exist already from {}; try again",
+                rfc3339(&at)
+            ),
+        })
     }
 
     /// Creates runs for the slots of `[from, to)` that have no row, spread at `per_second`. A dry run
@@ -703,6 +705,15 @@ impl Admin {
             stale_after: self.stale_after,
             overlap: Overlap::Allow,
         }
+    }
+}
+
+/// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).
+fn manual_slot(at: DateTime<Utc>) -> DateTime<Utc> {
+    if at.timestamp_subsec_millis() == 0 {
+        at + chrono::Duration::milliseconds(1)
+    } else {
+        at
     }
 }
 

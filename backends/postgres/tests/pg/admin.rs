@@ -63,6 +63,12 @@ async fn names_outside_the_rule_are_bad_input() {
     admin::names_outside_the_rule_are_bad_input(&fresh.backend).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_triggers_each_get_a_run() {
+    let fresh = fresh().await;
+    admin::concurrent_triggers_each_get_a_run(&fresh.backend).await;
+}
+
 /// The names include one that would drop the test's own schema; every table is still there after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_job_names_round_trip_through_every_operation() {
