@@ -430,8 +430,8 @@ impl Plan {
                 &admin.backfill(&job, from, to, options, &by).await?,
                 options.per_second,
             ),
-            Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?),
-            Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?),
+            Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?, &by.actor),
+            Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?, &by.actor),
             Plan::Audit { job, limit, json } => {
                 show::audit(&admin.audit(job.as_deref(), limit).await?, json)
             }

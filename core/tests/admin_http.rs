@@ -716,9 +716,10 @@ async fn pause_and_resume_show_in_the_job_list() {
         .find(|j| j["name"] == SETTLEMENT)
         .unwrap()
         .clone();
+    // The pause stays on show as it was; the resume is in the audit trail.
     assert_eq!(job["paused"], false);
-    assert_eq!(job["pausedBy"], "http");
-    assert_eq!(job["pausedReason"], "maintenance over");
+    assert_eq!(job["pausedBy"], "ops@example.com");
+    assert_eq!(job["pausedReason"], "bank maintenance");
 
     let audit = get(&app, "/internal/audit?limit=1").await;
     audit.expect(StatusCode::OK);
