@@ -602,7 +602,7 @@ async fn backfills_after_a_dry_run() {
     )
     .await;
     answer.expect(StatusCode::BAD_REQUEST);
-    assert_eq!(answer.body["field"], "per_second");
+    assert_eq!(answer.body["field"], "perSecond");
 }
 
 #[tokio::test]
@@ -651,7 +651,7 @@ async fn a_backfill_rate_out_of_bounds_is_400_and_creates_nothing() {
         )
         .await;
         answer.expect(StatusCode::BAD_REQUEST);
-        assert_eq!(answer.body["field"], "per_second", "{rate}: {}", answer.raw);
+        assert_eq!(answer.body["field"], "perSecond", "{rate}: {}", answer.raw);
         assert!(answer.message().contains("0.001 to 1000"), "{}", answer.raw);
     }
     assert!(backend.runs().is_empty());
@@ -1321,6 +1321,10 @@ mod no_panic {
                 answer.status.is_success() || answer.status.is_client_error(),
                 "{path}: {} {}", answer.status, answer.raw
             );
+            // `field` names a key as the request writes it: camelCase, never snake_case.
+            if let Some(field) = answer.body["field"].as_str() {
+                prop_assert!(!field.contains('_'), "{path}: {}", answer.raw);
+            }
         }
     }
 }

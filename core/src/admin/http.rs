@@ -74,8 +74,9 @@
 //! # Errors
 //!
 //! Every answer is JSON (`application/json`, `nosniff`, with `<`, `>` and `&` escaped), errors
-//! included: `{"error": kind, "message": text}`, plus `field` for `invalid` and `runStatus` for
-//! `refused`.
+//! included: `{"error": kind, "message": text}`, plus `field` for `invalid` (the body key or query
+//! parameter as the request writes it, such as `perSecond` or `scheduleSlot`, or `range` for a
+//! `from`/`to` pair) and `runStatus` for `refused`.
 //!
 //! | status | `error` | when |
 //! | --- | --- | --- |

@@ -157,7 +157,8 @@ pub enum AdminError {
     /// A field of the request is malformed or out of bounds.
     #[error("invalid {field}: {problem}")]
     Invalid {
-        /// The field.
+        /// The field, named as the HTTP API's body key or query parameter is (`perSecond`,
+        /// `scheduleSlot`, `partition`), or `range` for a `from`/`to` pair.
         field: &'static str,
         /// What is wrong with it.
         problem: String,
@@ -230,13 +231,13 @@ impl BackfillOptions {
     /// Checks the rate: a number from [`MIN_PER_SECOND`] to [`MAX_PER_SECOND`].
     ///
     /// # Errors
-    /// [`AdminError::Invalid`] for the field `per_second`.
+    /// [`AdminError::Invalid`] for the field `perSecond`.
     pub fn validate(&self) -> Result<(), AdminError> {
         if (MIN_PER_SECOND..=MAX_PER_SECOND).contains(&self.per_second) {
             return Ok(());
         }
         Err(AdminError::Invalid {
-            field: "per_second",
+            field: "perSecond",
             problem: format!(
                 "{} is out of range: expected {MIN_PER_SECOND} to {MAX_PER_SECOND} runs per second",
                 self.per_second
@@ -250,7 +251,7 @@ impl BackfillOptions {
         let micros = (index as f64 * 1e6 / self.per_second).round() as i64;
         now.checked_add_signed(chrono::Duration::microseconds(micros))
             .ok_or_else(|| AdminError::Invalid {
-                field: "per_second",
+                field: "perSecond",
                 problem: "the runs would be due after the last instant this version can store"
                     .into(),
             })
