@@ -593,6 +593,7 @@ async fn backfills_after_a_dry_run() {
     .await;
     answer.expect(StatusCode::OK);
     assert_eq!(answer.body["created"], 0);
+    assert_eq!(answer.body["existing"], 5, "{}", answer.raw);
     assert_eq!(backend.runs().len(), 5);
 
     let answer = post(

@@ -276,7 +276,8 @@ pub struct BackfillReport {
     pub slots: Vec<MissedSlot>,
     /// Runs created (0 for a dry run).
     pub created: usize,
-    /// Slots that got a row meanwhile and were left alone.
+    /// Slots of the range that have a row already (a run, or a record of why not), before or while
+    /// the backfill looked, and were left alone.
     pub existing: usize,
     /// When the last created run becomes due.
     pub last_due: Option<DateTime<Utc>>,
@@ -447,6 +448,16 @@ impl Admin {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<MissedSlot>, AdminError> {
+        Ok(self.scan(job, from, to).await?.1)
+    }
+
+    /// The number of schedule slots in `[from, to)` (and before now), and those of them with no row.
+    async fn scan(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
         let record = self.job(job).await?;
         let to = to.min(self.clock.now());
         if from >= to {
@@ -468,10 +479,12 @@ impl Admin {
         })?;
         let expected = expected_slots(&schedule, from, to)?;
         let present = self.store.slot_times(job, from, to).await?;
-        Ok(expected
+        let total = expected.len();
+        let missing = expected
             .into_iter()
             .filter(|s| present.binary_search(&s.scheduled_at).is_err())
-            .collect())
+            .collect();
+        Ok((total, missing))
     }
 
     /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
@@ -599,7 +612,10 @@ impl Admin {
     ) -> Result<BackfillReport, AdminError> {
         let audit = by.entry("backfill")?;
         options.validate()?;
-        let slots = self.missed(job, from, to).await?;
+        let (total, slots) = self.scan(job, from, to).await?;
+        // Slots that had a row before the backfill looked; those that got one meanwhile are added
+        // below.
+        let had_rows = total - slots.len();
         if slots.len() > MAX_BACKFILL_SLOTS {
             return Err(AdminError::Invalid {
                 field: "range",
@@ -614,7 +630,7 @@ impl Admin {
                 dry_run: options.dry_run,
                 slots,
                 created: 0,
-                existing: 0,
+                existing: had_rows,
                 last_due: None,
             });
         }
@@ -640,7 +656,7 @@ impl Admin {
             .max();
         Ok(BackfillReport {
             dry_run: false,
-            existing: slots.len() - created,
+            existing: had_rows + slots.len() - created,
             slots,
             created,
             last_due,
