@@ -373,17 +373,7 @@ impl Plan {
             } => {
                 let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
                 range(Some(from), Some(to))?;
-                let options = BackfillOptions {
-                    dry_run: !execute,
-                    per_second: rate(&per_second)?,
-                };
-                Plan::Backfill {
-                    job,
-                    from,
-                    to,
-                    options,
-                    by: why.request()?,
-                }
+                Plan::backfill(job, (from, to), !execute, &per_second, why)?
             }
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
@@ -392,6 +382,26 @@ impl Plan {
                 limit: page(limit)?,
                 json,
             },
+        })
+    }
+
+    /// A backfill of `range`, its rate and reason checked.
+    fn backfill(
+        job: String,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        dry_run: bool,
+        per_second: &str,
+        why: Why,
+    ) -> Result<Plan, Failure> {
+        Ok(Plan::Backfill {
+            job,
+            from,
+            to,
+            options: BackfillOptions {
+                dry_run,
+                per_second: rate(per_second)?,
+            },
+            by: why.request()?,
         })
     }
 
