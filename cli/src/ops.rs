@@ -160,7 +160,7 @@ pub(crate) enum Op {
         /// Create the runs; without it, only list them.
         #[arg(long)]
         execute: bool,
-        /// Runs that become due per second.
+        /// Runs that become due per second, 0.001 to 1,000.
         #[arg(
             long,
             value_name = "N",
@@ -373,27 +373,7 @@ impl Plan {
             } => {
                 let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
                 range(Some(from), Some(to))?;
-                let per_second = per_second
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|n| n.is_finite() && *n > 0.0)
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "--per-second: `{}` is not a positive number of runs per second",
-                            show::shown(&per_second)
-                        ))
-                    })?;
-                Plan::Backfill {
-                    job,
-                    from,
-                    to,
-                    options: BackfillOptions {
-                        dry_run: !execute,
-                        per_second,
-                    },
-                    by: why.request()?,
-                }
+                Plan::backfill(job, (from, to), !execute, &per_second, why)?
             }
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
@@ -402,6 +382,26 @@ impl Plan {
                 limit: page(limit)?,
                 json,
             },
+        })
+    }
+
+    /// A backfill of `range`, its rate and reason checked.
+    fn backfill(
+        job: String,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        dry_run: bool,
+        per_second: &str,
+        why: Why,
+    ) -> Result<Plan, Failure> {
+        Ok(Plan::Backfill {
+            job,
+            from,
+            to,
+            options: BackfillOptions {
+                dry_run,
+                per_second: rate(per_second)?,
+            },
+            by: why.request()?,
         })
     }
 
@@ -440,8 +440,8 @@ impl Plan {
                 &admin.backfill(&job, from, to, options, &by).await?,
                 options.per_second,
             ),
-            Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?),
-            Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?),
+            Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?, &by.actor),
+            Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?, &by.actor),
             Plan::Audit { job, limit, json } => {
                 show::audit(&admin.audit(job.as_deref(), limit).await?, json)
             }
@@ -518,6 +518,24 @@ fn page(limit: i64) -> Result<usize, Failure> {
         })
 }
 
+/// `--per-second`: a number of runs per second within the admin API's bounds.
+fn rate(value: &str) -> Result<f64, Failure> {
+    let per_second = value.trim().parse::<f64>().map_err(|_| {
+        usage(format!(
+            "--per-second: `{}` is not a number of runs per second",
+            show::shown(value)
+        ))
+    })?;
+    let options = BackfillOptions {
+        dry_run: true,
+        per_second,
+    };
+    match options.validate() {
+        Err(AdminError::Invalid { problem, .. }) => Err(usage(format!("--per-second: {problem}"))),
+        other => other.map(|()| per_second).map_err(Failure::from),
+    }
+}
+
 /// A run status, in any case and with blanks around it.
 fn status(value: &str) -> Result<RunStatus, Failure> {
     value
@@ -583,5 +601,137 @@ mod tests {
         let a = instant("--from", "2026-03-08T00:00:00Z").unwrap();
         assert!(range(Some(a), Some(a)).is_err());
         assert!(range(Some(a), None).is_ok());
+    }
+
+    #[test]
+    fn backfill_rates_are_bounded() {
+        assert_eq!(rate(" 0.5 ").unwrap(), 0.5);
+        assert_eq!(rate("0.001").unwrap(), 0.001);
+        assert_eq!(rate("1000").unwrap(), 1000.0);
+        for bad in [
+            "1e-300", "1e-12", "1e-10", "0", "-1", "1000.5", "inf", "NaN",
+        ] {
+            let err = rate(bad).unwrap_err();
+            assert_eq!(err.code, exit::USAGE, "{bad}");
+            assert!(
+                err.message.starts_with("--per-second: "),
+                "{bad}: {}",
+                err.message
+            );
+        }
+        assert!(rate("fast").unwrap_err().message.contains("`fast`"));
+    }
+
+    mod no_panic {
+        use super::super::*;
+        use clap::Parser;
+        use proptest::prelude::*;
+        use slotguard::MemoryBackend;
+        use slotguard::store::{AdminStore, JobDefinition};
+
+        #[derive(Parser)]
+        struct Line {
+            #[command(subcommand)]
+            op: Op,
+        }
+
+        const JOB: &str = "daily-settlement";
+
+        /// The admin API over a memory store with one job, every hour in Seoul.
+        async fn admin() -> Admin {
+            let backend = MemoryBackend::new();
+            let cron = "0 * * * *";
+            let definition = JobDefinition {
+                name: JOB.to_owned(),
+                cron: cron.to_owned(),
+                zone: "Asia/Seoul".to_owned(),
+                dst: "vixie".to_owned(),
+                guard: "slot".to_owned(),
+                fingerprint: slotguard::Schedule::parse(cron, "Asia/Seoul")
+                    .unwrap()
+                    .fingerprint(),
+            };
+            backend.register_jobs(&[definition]).await.unwrap();
+            Admin::new(backend)
+        }
+
+        fn job() -> impl Strategy<Value = String> {
+            prop_oneof![3 => Just(JOB.to_owned()), 1 => any::<String>()]
+        }
+
+        /// Recent instants (ranges with missing slots), the ends of RFC 3339, or anything.
+        fn instant() -> impl Strategy<Value = String> {
+            prop_oneof![
+                4 => (1i64..72).prop_map(|h| (Utc::now() - chrono::Duration::hours(h)).to_rfc3339()),
+                1 => Just("0000-01-01T00:00:00Z".to_owned()),
+                1 => Just("9999-12-31T23:59:59.999Z".to_owned()),
+                1 => any::<String>(),
+            ]
+        }
+
+        /// A number as text: tiny, huge, negative, not finite, or anything.
+        fn number() -> impl Strategy<Value = String> {
+            prop_oneof![
+                2 => prop::sample::select(vec!["1e-300", "5e-324", "1e-12", "1e-10", "0.001", "1000", "1e300", "-1", "0", "inf"]).prop_map(str::to_owned),
+                2 => any::<f64>().prop_map(|n| n.to_string()),
+                1 => any::<i64>().prop_map(|n| n.to_string()),
+                1 => any::<String>(),
+            ]
+        }
+
+        /// The arguments of any operation.
+        fn args() -> impl Strategy<Value = Vec<String>> {
+            let s = |v: &str| v.to_owned();
+            prop_oneof![
+                1 => Just(vec![s("jobs")]),
+                1 => (job(), instant(), instant(), number(), prop::option::of(any::<String>())).prop_map(move |(j, f, t, n, p)| {
+                    let mut a = vec![s("runs"), j, s("--from"), f, s("--to"), t, s("--limit"), n];
+                    a.extend(p.map(|p| [s("--partition"), p]).into_iter().flatten());
+                    a
+                }),
+                1 => (job(), instant(), prop::option::of(instant())).prop_map(move |(j, f, t)| {
+                    let mut a = vec![s("missed"), j, s("--from"), f];
+                    a.extend(t.map(|t| [s("--to"), t]).into_iter().flatten());
+                    a
+                }),
+                1 => (prop::sample::select(vec!["retry", "cancel"]), job(), instant(), any::<String>(), any::<String>()).prop_map(move |(op, j, slot, p, r)| {
+                    vec![s(op), j, slot, s("--partition"), p, s("--reason"), r]
+                }),
+                1 => (prop::sample::select(vec!["trigger", "pause", "resume"]), job(), any::<String>()).prop_map(move |(op, j, r)| {
+                    vec![s(op), j, s("--reason"), r]
+                }),
+                4 => (job(), instant(), instant(), any::<bool>(), number()).prop_map(move |(j, f, t, execute, n)| {
+                    let mut a = vec![s("backfill"), j, s("--from"), f, s("--to"), t, s("--per-second"), n, s("--reason"), s("proptest")];
+                    if execute {
+                        a.push(s("--execute"));
+                    }
+                    a
+                }),
+                1 => (prop::option::of(job()), number()).prop_map(move |(j, n)| {
+                    let mut a = vec![s("audit"), s("--limit"), n];
+                    a.extend(j);
+                    a
+                }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever the arguments, an operation ends in an answer or a failure with its exit
+            /// code, never in a panic (exit 101).
+            #[test]
+            fn no_operation_panics(args in args()) {
+                let Ok(line) = Line::try_parse_from(std::iter::once("slotguard".to_owned()).chain(args)) else {
+                    return Ok(());
+                };
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let result = Plan::new(line.op)
+                    .and_then(|plan| runtime.block_on(async { plan.execute(&admin().await).await }));
+                if let Err(failure) = result {
+                    prop_assert_ne!(failure.code, exit::FAILURE, "{}", failure.message);
+                }
+            }
+        }
     }
 }

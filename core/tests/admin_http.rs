@@ -593,6 +593,7 @@ async fn backfills_after_a_dry_run() {
     .await;
     answer.expect(StatusCode::OK);
     assert_eq!(answer.body["created"], 0);
+    assert_eq!(answer.body["existing"], 5, "{}", answer.raw);
     assert_eq!(backend.runs().len(), 5);
 
     let answer = post(
@@ -602,7 +603,7 @@ async fn backfills_after_a_dry_run() {
     )
     .await;
     answer.expect(StatusCode::BAD_REQUEST);
-    assert_eq!(answer.body["field"], "per_second");
+    assert_eq!(answer.body["field"], "perSecond");
 }
 
 #[tokio::test]
@@ -636,6 +637,42 @@ async fn refuses_a_backfill_of_a_million_slots() {
     );
     assert!(backend.runs().is_empty());
     assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_backfill_rate_out_of_bounds_is_400_and_creates_nothing() {
+    let (backend, app) = setup().await;
+    let (from, to) = (days_ago(10).to_rfc3339(), days_ago(5).to_rfc3339());
+    // Tiny rates panicked (1e-300, 1e-12) or put the runs centuries ahead (1e-10).
+    for rate in [1e-300, 1e-12, 1e-10, 0.000_999, 1_000.1, 1e300, -1.0] {
+        let answer = post(
+            &app,
+            "/internal/jobs/daily-settlement/backfill",
+            json!({"from": from, "to": to, "dryRun": false, "perSecond": rate, "reason": "slow"}),
+        )
+        .await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.body["field"], "perSecond", "{rate}: {}", answer.raw);
+        assert!(answer.message().contains("0.001 to 1000"), "{}", answer.raw);
+    }
+    assert!(backend.runs().is_empty());
+
+    // The slowest rate accepted: the fifth run is due 4,000 s after the first.
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/backfill",
+        json!({"from": from, "to": to, "dryRun": false, "perSecond": 0.001, "reason": "slow"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["created"], 5);
+    let due: Vec<_> = backend
+        .runs()
+        .iter()
+        .filter_map(|r| r.next_attempt_at)
+        .collect();
+    let (first, last) = (due.iter().min().unwrap(), due.iter().max().unwrap());
+    assert_eq!(*last - *first, chrono::Duration::seconds(4_000));
 }
 
 #[tokio::test]
@@ -680,9 +717,10 @@ async fn pause_and_resume_show_in_the_job_list() {
         .find(|j| j["name"] == SETTLEMENT)
         .unwrap()
         .clone();
+    // The pause stays on show as it was; the resume is in the audit trail.
     assert_eq!(job["paused"], false);
-    assert_eq!(job["pausedBy"], "http");
-    assert_eq!(job["pausedReason"], "maintenance over");
+    assert_eq!(job["pausedBy"], "ops@example.com");
+    assert_eq!(job["pausedReason"], "bank maintenance");
 
     let audit = get(&app, "/internal/audit?limit=1").await;
     audit.expect(StatusCode::OK);
@@ -1062,6 +1100,36 @@ async fn hostile_job_names_are_unknown_and_escaped() {
 }
 
 #[tokio::test]
+async fn partitions_with_control_characters_are_400() {
+    let (backend, app) = setup().await;
+    let slot = at(SLOT);
+    failed(&backend, SETTLEMENT, slot, "").await;
+    for answer in [
+        get(&app, "/internal/jobs/daily-settlement/runs?partition=%00").await,
+        get(
+            &app,
+            &format!("/internal/jobs/daily-settlement/runs/{SLOT}?partition=a%0Ab"),
+        )
+        .await,
+        post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            json!({"scheduleSlot": SLOT, "partition": "a\u{0}b", "reason": "r"}),
+        )
+        .await,
+    ] {
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.body["field"], "partition", "{}", answer.raw);
+        assert!(
+            !answer.message().chars().any(char::is_control),
+            "{}",
+            answer.raw
+        );
+    }
+    assert!(backend.audit_log(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn a_store_outage_is_503() {
     let (backend, app) = setup().await;
     failed(&backend, SETTLEMENT, at(SLOT), "").await;
@@ -1084,4 +1152,180 @@ async fn a_store_outage_is_503() {
         run_of(&backend, SETTLEMENT, at(SLOT)).status.as_str(),
         "failed"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// No request panics: every request type, with values near and past every bound
+
+mod no_panic {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A job name: a registered one, or anything.
+    fn job() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => Just(SETTLEMENT.to_owned()),
+            2 => Just(EVERY_SECOND.to_owned()),
+            1 => Just("a\0b".to_owned()),
+            2 => any::<String>(),
+        ]
+    }
+
+    /// An instant as text: recent days (ranges that hold slots), the ends of RFC 3339, any instant
+    /// of years 0 to 9999 in any offset, or anything.
+    fn instant() -> impl Strategy<Value = String> {
+        let any_instant = (
+            0i32..=9999,
+            1u32..=12,
+            1u32..=28,
+            0u32..86_400,
+            0u32..1000,
+            -1439i32..=1439,
+        )
+            .prop_map(|(y, mo, d, s, ms, off)| {
+                let sign = if off < 0 { '-' } else { '+' };
+                let (h, m) = (off.abs() / 60, off.abs() % 60);
+                format!(
+                    "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}{sign}{h:02}:{m:02}",
+                    s / 3600,
+                    s / 60 % 60,
+                    s % 60
+                )
+            });
+        prop_oneof![
+            4 => (1i64..12).prop_map(|d| days_ago(d).to_rfc3339()),
+            1 => Just("0000-01-01T00:00:00Z".to_owned()),
+            1 => Just("9999-12-31T23:59:59.999+00:00".to_owned()),
+            1 => Just("0000-01-01T00:00:00+23:59".to_owned()),
+            2 => any_instant,
+            1 => any::<String>(),
+        ]
+    }
+
+    /// A number as JSON: tiny, huge, negative, integral, or not a number at all.
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            2 => prop::sample::select(vec![1e-300, 5e-324, 1e-12, 1e-10, 1e-3, 1e3, 1e300, f64::MAX, -1.0, 0.0]).prop_map(Value::from),
+            2 => any::<f64>().prop_map(Value::from),
+            1 => any::<i64>().prop_map(Value::from),
+            1 => any::<String>().prop_map(Value::from),
+            1 => Just(Value::Null),
+        ]
+    }
+
+    /// A query value: a page size, a status, an instant, or anything.
+    fn query_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u128>().prop_map(|n| n.to_string()),
+            Just("failed".to_owned()),
+            instant(),
+            any::<String>(),
+        ]
+    }
+
+    fn text() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            3 => Just(Value::from("proptest")),
+            1 => any::<String>().prop_map(Value::from),
+            1 => Just(Value::Null),
+        ]
+    }
+
+    /// A request of any route: a method, a path with query, and a body (`None` for a GET).
+    fn request() -> impl Strategy<Value = (String, Option<Value>)> {
+        let q = |key: &'static str| {
+            prop::option::of(query_value()).prop_map(move |v| {
+                v.map(|v| format!("{key}={}&", encode(&v)))
+                    .unwrap_or_default()
+            })
+        };
+        let runs = (
+            job(),
+            q("status"),
+            q("from"),
+            q("to"),
+            q("partition"),
+            q("limit"),
+        )
+            .prop_map(|(j, a, b, c, d, e)| {
+                (format!("/jobs/{}/runs?{a}{b}{c}{d}{e}", encode(&j)), None)
+            });
+        let run = (job(), instant(), q("partition")).prop_map(|(j, s, p)| {
+            (
+                format!("/jobs/{}/runs/{}?{p}", encode(&j), encode(&s)),
+                None,
+            )
+        });
+        let missed = (job(), q("from"), q("to"))
+            .prop_map(|(j, a, b)| (format!("/jobs/{}/missed?{a}{b}", encode(&j)), None));
+        let audit = (q("job"), q("limit")).prop_map(|(a, b)| (format!("/audit?{a}{b}"), None));
+        let slot_change = (
+            job(),
+            prop::sample::select(vec!["retry", "cancel"]),
+            instant(),
+            text(),
+            text(),
+            prop::option::of(any::<String>()),
+        )
+            .prop_map(|(j, action, slot, reason, actor, partition)| {
+                let body = json!({"scheduleSlot": slot, "reason": reason, "actor": actor, "partition": partition});
+                (format!("/jobs/{}/{action}", encode(&j)), Some(body))
+            });
+        let change = (
+            job(),
+            prop::sample::select(vec!["trigger", "pause", "resume"]),
+            text(),
+            text(),
+        )
+            .prop_map(|(j, action, reason, actor)| {
+                (
+                    format!("/jobs/{}/{action}", encode(&j)),
+                    Some(json!({"reason": reason, "actor": actor})),
+                )
+            });
+        let backfill = (job(), instant(), instant(), prop::option::of(any::<bool>()), number(), text())
+            .prop_map(|(j, from, to, dry_run, per_second, reason)| {
+                let body = json!({"from": from, "to": to, "dryRun": dry_run.map_or(Value::Bool(false), Value::Bool), "perSecond": per_second, "reason": reason});
+                (format!("/jobs/{}/backfill", encode(&j)), Some(body))
+            });
+        prop_oneof![
+            1 => Just(("/jobs".to_owned(), None)),
+            1 => runs,
+            1 => run,
+            1 => missed,
+            1 => audit,
+            1 => slot_change,
+            1 => change,
+            4 => backfill,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the request, the answer is JSON with a 2xx or 4xx status, and nothing panics.
+        #[test]
+        fn no_request_panics((path, body) in request()) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let answer = runtime.block_on(async {
+                let (backend, app) = setup().await;
+                failed(&backend, SETTLEMENT, days_ago(3) - chrono::Duration::hours(7), "").await;
+                let uri = format!("/internal{path}");
+                match body {
+                    None => get(&app, &uri).await,
+                    Some(body) => post(&app, &uri, body).await,
+                }
+            });
+            prop_assert!(
+                answer.status.is_success() || answer.status.is_client_error(),
+                "{path}: {} {}", answer.status, answer.raw
+            );
+            // `field` names a key as the request writes it: camelCase, never snake_case.
+            if let Some(field) = answer.body["field"].as_str() {
+                prop_assert!(!field.contains('_'), "{path}: {}", answer.raw);
+            }
+        }
+    }
 }

@@ -29,3 +29,13 @@ async fn hostile_job_names_round_trip_through_every_operation() {
     admin::hostile_job_names_round_trip_through_every_operation(&*backend, &admin::hostile_names())
         .await;
 }
+
+#[tokio::test]
+async fn names_outside_the_rule_are_bad_input() {
+    admin::names_outside_the_rule_are_bad_input(&MemoryBackend::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_triggers_each_get_a_run() {
+    admin::concurrent_triggers_each_get_a_run(&MemoryBackend::new()).await;
+}

@@ -624,7 +624,10 @@ ORDER BY job_name COLLATE "C"
 pub(crate) const SET_PAUSED: &str = "
 WITH job AS (
     UPDATE {schema}.jobs
-    SET paused = $2, paused_by = $4, paused_reason = $5, paused_at = now()
+    SET paused = $2,
+        paused_by = CASE WHEN $2 THEN $4 ELSE paused_by END,
+        paused_reason = CASE WHEN $2 THEN $5 ELSE paused_reason END,
+        paused_at = CASE WHEN $2 THEN now() ELSE paused_at END
     WHERE job_name = $1
     RETURNING job_name
 ),

@@ -43,7 +43,10 @@ ORDER BY job_name";
 
 const SET_PAUSED: &str = "
 UPDATE slotguard_jobs
-SET paused = ?2, paused_by = ?3, paused_reason = ?4, paused_at = ?5
+SET paused = ?2,
+    paused_by = CASE WHEN ?2 THEN ?3 ELSE paused_by END,
+    paused_reason = CASE WHEN ?2 THEN ?4 ELSE paused_reason END,
+    paused_at = CASE WHEN ?2 THEN ?5 ELSE paused_at END
 WHERE job_name = ?1";
 
 const INSERT_AUDIT: &str = "

@@ -57,6 +57,18 @@ async fn concurrent_retries_through_two_handles_are_done_once() {
     admin::concurrent_retries_are_done_once(&[open(&dir).await, open(&dir).await]).await;
 }
 
+#[tokio::test]
+async fn names_outside_the_rule_are_bad_input() {
+    let backend = fresh().await;
+    admin::names_outside_the_rule_are_bad_input(&backend.backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_triggers_each_get_a_run() {
+    let backend = fresh().await;
+    admin::concurrent_triggers_each_get_a_run(&backend.backend).await;
+}
+
 /// The inherent listing reads the same records as the admin one, ordered by job, slot and partition.
 #[tokio::test]
 async fn the_inherent_listing_reads_what_the_admin_listing_reads() {

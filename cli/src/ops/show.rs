@@ -293,13 +293,13 @@ pub(super) fn triggered(job: &str, t: &Triggered) -> String {
     )
 }
 
-/// `slotguard pause` and `slotguard resume`.
-pub(super) fn paused(record: &JobRecord) -> String {
+/// `slotguard pause` and `slotguard resume`, by `actor` (a resumed job shows who paused it).
+pub(super) fn paused(record: &JobRecord, actor: &str) -> String {
     format!(
         "{}: {} (by {}); every replica sees it within one recovery poll\n",
         if record.paused { "paused" } else { "resumed" },
         cell(&record.definition.name),
-        cell(record.paused_by.as_deref().unwrap_or("?")),
+        cell(actor),
     )
 }
 

@@ -66,15 +66,17 @@
 //! most 1,000. Runs are listed newest slot first; the audit trail newest first.
 //!
 //! `slot` is accepted as another name of `scheduleSlot`. `actor` defaults to `"http"`, and an
-//! [`Actor`] extension replaces it. `dryRun` defaults to `true` and `perSecond` to `1.0`. Unknown
+//! [`Actor`] extension replaces it. `dryRun` defaults to `true` and `perSecond` to `1.0`
+//! (from [`MIN_PER_SECOND`](super::MIN_PER_SECOND) to [`MAX_PER_SECOND`](super::MAX_PER_SECOND)). Unknown
 //! fields and query parameters are refused rather than ignored, so a misspelt `partition` cannot
 //! retry the wrong run. Bodies must be `application/json` and at most [`MAX_BODY_BYTES`].
 //!
 //! # Errors
 //!
 //! Every answer is JSON (`application/json`, `nosniff`, with `<`, `>` and `&` escaped), errors
-//! included: `{"error": kind, "message": text}`, plus `field` for `invalid` and `runStatus` for
-//! `refused`.
+//! included: `{"error": kind, "message": text}`, plus `field` for `invalid` (the body key or query
+//! parameter as the request writes it, such as `perSecond` or `scheduleSlot`, or `range` for a
+//! `from`/`to` pair) and `runStatus` for `refused`.
 //!
 //! | status | `error` | when |
 //! | --- | --- | --- |
@@ -85,6 +87,11 @@
 //! | 413 | `payload_too_large` | a body over [`MAX_BODY_BYTES`]; nothing was changed |
 //! | 415 | `unsupported_media_type` | a body without `content-type: application/json` |
 //! | 503 | `store` | the store could not be asked; nothing was changed |
+//!
+//! A job name that breaks the rule jobs are registered under ([`check_job_name`](crate::check_job_name):
+//! a NUL, a newline, a `:`, over 200 characters) is `404 unknown_job`, and such a partition key
+//! ([`check_partition`](crate::check_partition)) is `400 invalid` with `field: "partition"`, on every
+//! store: bad input is never sent to the store, and never answered 503.
 //!
 //! The router has a JSON fallback for unknown paths under its prefix. To [`Router::merge`] it into a
 //! router that has a fallback of its own, call [`Router::reset_fallback`] on it first.

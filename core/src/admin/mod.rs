@@ -32,6 +32,7 @@ use crate::store::{
     AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, RunChange, RunFilter,
     RunRecord, RunStatus, SlotKey, StoreError, Trigger,
 };
+use crate::{check_job_name, check_partition};
 
 /// The longest reason accepted, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -43,6 +44,13 @@ pub const MAX_SCAN_SLOTS: usize = 100_000;
 pub const MAX_BACKFILL_SLOTS: usize = 1_000;
 /// The most runs [`Admin::runs`] returns in one page.
 pub const MAX_PAGE: usize = 1_000;
+/// How many milliseconds [`Admin::trigger`] tries, from now on, for one free of other manual runs.
+const MAX_TRIGGER_TRIES: usize = 1_000;
+/// The slowest backfill accepted, in runs per second: one run every 1,000 s, so that the
+/// [`MAX_BACKFILL_SLOTS`] runs of the largest backfill are all due within 12 days.
+pub const MIN_PER_SECOND: f64 = 0.001;
+/// The fastest backfill accepted, in runs per second: one run every millisecond.
+pub const MAX_PER_SECOND: f64 = 1_000.0;
 
 /// Who asks for a change, and why. Both are stored in the audit trail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +157,8 @@ pub enum AdminError {
     /// A field of the request is malformed or out of bounds.
     #[error("invalid {field}: {problem}")]
     Invalid {
-        /// The field.
+        /// The field, named as the HTTP API's body key or query parameter is (`perSecond`,
+        /// `scheduleSlot`, `partition`), or `range` for a `from`/`to` pair.
         field: &'static str,
         /// What is wrong with it.
         problem: String,
@@ -218,6 +227,37 @@ pub struct BackfillOptions {
     pub per_second: f64,
 }
 
+impl BackfillOptions {
+    /// Checks the rate: a number from [`MIN_PER_SECOND`] to [`MAX_PER_SECOND`].
+    ///
+    /// # Errors
+    /// [`AdminError::Invalid`] for the field `perSecond`.
+    pub fn validate(&self) -> Result<(), AdminError> {
+        if (MIN_PER_SECOND..=MAX_PER_SECOND).contains(&self.per_second) {
+            return Ok(());
+        }
+        Err(AdminError::Invalid {
+            field: "perSecond",
+            problem: format!(
+                "{} is out of range: expected {MIN_PER_SECOND} to {MAX_PER_SECOND} runs per second",
+                self.per_second
+            ),
+        })
+    }
+
+    /// When the `index`th run of a backfill started at `now` becomes due.
+    fn due(&self, now: DateTime<Utc>, index: usize) -> Result<DateTime<Utc>, AdminError> {
+        // Bounded by the checks: at most MAX_BACKFILL_SLOTS / MIN_PER_SECOND seconds, 1e12 µs.
+        let micros = (index as f64 * 1e6 / self.per_second).round() as i64;
+        now.checked_add_signed(chrono::Duration::microseconds(micros))
+            .ok_or_else(|| AdminError::Invalid {
+                field: "perSecond",
+                problem: "the runs would be due after the last instant this version can store"
+                    .into(),
+            })
+    }
+}
+
 impl Default for BackfillOptions {
     fn default() -> Self {
         BackfillOptions {
@@ -236,7 +276,8 @@ pub struct BackfillReport {
     pub slots: Vec<MissedSlot>,
     /// Runs created (0 for a dry run).
     pub created: usize,
-    /// Slots that got a row meanwhile and were left alone.
+    /// Slots of the range that have a row already (a run, or a record of why not), before or while
+    /// the backfill looked, and were left alone.
     pub existing: usize,
     /// When the last created run becomes due.
     pub last_due: Option<DateTime<Utc>>,
@@ -321,6 +362,7 @@ impl Admin {
 
     /// One registered job.
     pub async fn job(&self, name: &str) -> Result<JobRecord, AdminError> {
+        named(name)?;
         self.store
             .jobs()
             .await?
@@ -333,6 +375,9 @@ impl Admin {
     pub async fn runs(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, AdminError> {
         if let Some(job) = &filter.job {
             self.job(job).await?;
+        }
+        if let Some(partition) = &filter.partition {
+            partition_key(partition)?;
         }
         if let (Some(from), Some(to)) = (filter.from, filter.to)
             && from >= to
@@ -366,6 +411,7 @@ impl Admin {
         partition: &str,
     ) -> Result<RunRecord, AdminError> {
         self.job(job).await?;
+        partition_key(partition)?;
         self.find_run(job, slot, partition).await
     }
 
@@ -402,6 +448,16 @@ impl Admin {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<MissedSlot>, AdminError> {
+        Ok(self.scan(job, from, to).await?.1)
+    }
+
+    /// The number of schedule slots in `[from, to)` (and before now), and those of them with no row.
+    async fn scan(
+        &self,
+        job: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
         let record = self.job(job).await?;
         let to = to.min(self.clock.now());
         if from >= to {
@@ -423,10 +479,12 @@ impl Admin {
         })?;
         let expected = expected_slots(&schedule, from, to)?;
         let present = self.store.slot_times(job, from, to).await?;
-        Ok(expected
+        let total = expected.len();
+        let missing = expected
             .into_iter()
             .filter(|s| present.binary_search(&s.scheduled_at).is_err())
-            .collect())
+            .collect();
+        Ok((total, missing))
     }
 
     /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
@@ -442,6 +500,7 @@ impl Admin {
     ) -> Result<RunRecord, AdminError> {
         let audit = by.entry("retry")?;
         self.job(job).await?;
+        partition_key(partition)?;
         let key = SlotKey {
             job: job.to_owned(),
             scheduled_at: slot,
@@ -463,6 +522,7 @@ impl Admin {
     ) -> Result<RunRecord, AdminError> {
         let audit = by.entry("cancel")?;
         self.job(job).await?;
+        partition_key(partition)?;
         let key = SlotKey {
             job: job.to_owned(),
             scheduled_at: slot,
@@ -506,37 +566,37 @@ impl Admin {
     }
 
     /// Runs the job now, on whichever replica running it polls first: a `manual` slot at the current
-    /// millisecond, which cannot collide with a scheduled (whole-second) slot.
+    /// millisecond, which cannot collide with a scheduled (whole-second) slot. Concurrent triggers
+    /// each get a run: when the millisecond is taken, the next free one is used.
     pub async fn trigger(&self, job: &str, by: &ChangeRequest) -> Result<Triggered, AdminError> {
         let audit = by.entry("trigger")?;
         let record = self.job(job).await?;
+        let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
         let mut at = self.clock.now().trunc_subsecs(3);
-        if at.timestamp_subsec_millis() == 0 {
+        for _ in 0..MAX_TRIGGER_TRIES {
+            at = manual_slot(at);
+            let wall = at.with_timezone(&zone).naive_local();
+            let request = self.request(&record, at, wall, Trigger::Manual);
+            let run = Enqueue {
+                request,
+                not_before: at,
+            };
+            let created = self.store.enqueue(&[run], &audit).await?;
+            if let Some(run_id) = created.first().copied().flatten() {
+                return Ok(Triggered {
+                    run_id,
+                    scheduled_at: at,
+                });
+            }
             at += chrono::Duration::milliseconds(1);
         }
-        let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
-        let wall = at.with_timezone(&zone).naive_local();
-        let request = self.request(&record, at, wall, Trigger::Manual);
-        let created = self
-            .store
-            .enqueue(
-                &[Enqueue {
-                    request,
-                    not_before: at,
-                }],
-                &audit,
-            )
-            .await?;
-        match created.first().copied().flatten() {
-            Some(run_id) => Ok(Triggered {
-                run_id,
-                scheduled_at: at,
-            }),
-            None => Err(AdminError::Invalid {
-                field: "trigger",
-                problem: "a manual run of this millisecond exists already; try again".into(),
-            }),
-        }
+        Err(AdminError::Invalid {
+            field: "trigger",
+            problem: format!(
+                "{MAX_TRIGGER_TRIES} manual runs in a row exist already from {}; try again",
+                rfc3339(&at)
+            ),
+        })
     }
 
     /// Creates runs for the slots of `[from, to)` that have no row, spread at `per_second`. A dry run
@@ -551,13 +611,11 @@ impl Admin {
         by: &ChangeRequest,
     ) -> Result<BackfillReport, AdminError> {
         let audit = by.entry("backfill")?;
-        if !(options.per_second.is_finite() && options.per_second > 0.0) {
-            return Err(AdminError::Invalid {
-                field: "per_second",
-                problem: format!("{} is not a positive rate", options.per_second),
-            });
-        }
-        let slots = self.missed(job, from, to).await?;
+        options.validate()?;
+        let (total, slots) = self.scan(job, from, to).await?;
+        // Slots that had a row before the backfill looked; those that got one meanwhile are added
+        // below.
+        let had_rows = total - slots.len();
         if slots.len() > MAX_BACKFILL_SLOTS {
             return Err(AdminError::Invalid {
                 field: "range",
@@ -572,23 +630,22 @@ impl Admin {
                 dry_run: options.dry_run,
                 slots,
                 created: 0,
-                existing: 0,
+                existing: had_rows,
                 last_due: None,
             });
         }
         let record = self.job(job).await?;
         let now = self.clock.now();
-        let spacing = Duration::from_secs_f64(1.0 / options.per_second);
-        let runs: Vec<Enqueue> = slots
+        let runs = slots
             .iter()
             .enumerate()
-            .map(|(i, slot)| Enqueue {
-                request: self.request(&record, slot.scheduled_at, slot.wall, Trigger::Backfill),
-                not_before: now
-                    + chrono::Duration::from_std(spacing.mul_f64(i as f64))
-                        .unwrap_or(chrono::Duration::MAX / 2),
+            .map(|(i, slot)| {
+                Ok(Enqueue {
+                    request: self.request(&record, slot.scheduled_at, slot.wall, Trigger::Backfill),
+                    not_before: options.due(now, i)?,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<Enqueue>, AdminError>>()?;
         let answers = self.store.enqueue(&runs, &audit).await?;
         let created = answers.iter().filter(|a| a.is_some()).count();
         let last_due = runs
@@ -599,7 +656,7 @@ impl Admin {
             .max();
         Ok(BackfillReport {
             dry_run: false,
-            existing: slots.len() - created,
+            existing: had_rows + slots.len() - created,
             slots,
             created,
             last_due,
@@ -625,6 +682,7 @@ impl Admin {
         by: &ChangeRequest,
     ) -> Result<JobRecord, AdminError> {
         let audit = by.entry(if paused { "pause" } else { "resume" })?;
+        named(job)?;
         if !self.store.set_paused(job, paused, &audit).await? {
             return Err(AdminError::UnknownJob { job: shown(job) });
         }
@@ -667,6 +725,15 @@ impl Admin {
     }
 }
 
+/// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).
+fn manual_slot(at: DateTime<Utc>) -> DateTime<Utc> {
+    if at.timestamp_subsec_millis() == 0 {
+        at + chrono::Duration::milliseconds(1)
+    } else {
+        at
+    }
+}
+
 /// The schedule a stored definition names, if this version can read it.
 fn schedule_of(record: &JobRecord) -> Option<Schedule> {
     let def = &record.definition;
@@ -704,6 +771,23 @@ fn expected_slots(
         });
     }
     Ok(out)
+}
+
+/// A job name by the rule every job is registered under ([`check_job_name`]): a name that breaks it
+/// names no job, on every store, and is not sent to one (PostgreSQL refuses a NUL in a query).
+fn named(job: &str) -> Result<(), AdminError> {
+    check_job_name(job).map_err(|_| AdminError::UnknownJob { job: shown(job) })
+}
+
+/// A partition key by the rule of [`check_partition`], or the empty key of unpartitioned runs.
+fn partition_key(partition: &str) -> Result<(), AdminError> {
+    if partition.is_empty() {
+        return Ok(());
+    }
+    check_partition(partition).map_err(|problem| AdminError::Invalid {
+        field: "partition",
+        problem: format!("`{}`: {problem}", shown(partition)),
+    })
 }
 
 /// User input for messages: escaped and shortened.

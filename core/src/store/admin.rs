@@ -37,11 +37,12 @@ pub struct JobRecord {
     pub definition: JobDefinition,
     /// Whether the job is paused: no replica claims its slots or retries.
     pub paused: bool,
-    /// Who paused or resumed it last.
+    /// Who paused it last. A resume keeps the pause on show (who resumed it, and why, is in the
+    /// audit trail).
     pub paused_by: Option<String>,
-    /// Why.
+    /// Why it was paused last.
     pub paused_reason: Option<String>,
-    /// When the pause state last changed.
+    /// When it was paused last.
     pub paused_at: Option<DateTime<Utc>>,
     /// When a scheduler last registered the job.
     pub seen_at: DateTime<Utc>,
@@ -195,8 +196,9 @@ pub trait AdminStore: Send + Sync + 'static {
     /// Every registered job, by name.
     async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
 
-    /// Pauses (`paused = true`) or resumes a registered job and audits it. `false` when no job has
-    /// that name.
+    /// Pauses (`paused = true`) or resumes a registered job and audits it. A pause records who, why
+    /// and when; a resume clears only `paused` and leaves them as the pause wrote them. `false` when
+    /// no job has that name.
     async fn set_paused(
         &self,
         job: &str,

@@ -755,9 +755,12 @@ impl AdminStore for MemoryBackend {
             return Ok(false);
         };
         record.paused = paused;
-        record.paused_by = Some(audit.actor.clone());
-        record.paused_reason = Some(audit.reason.clone());
-        record.paused_at = Some(now);
+        // A resume keeps the pause it ends on show; the resume itself is in the audit trail.
+        if paused {
+            record.paused_by = Some(audit.actor.clone());
+            record.paused_reason = Some(audit.reason.clone());
+            record.paused_at = Some(now);
+        }
         inner.audit(job, None, audit, now);
         Ok(true)
     }

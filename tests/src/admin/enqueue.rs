@@ -184,3 +184,40 @@ async fn the_due_runs_are_claimed(backend: &dyn Backend, batch: &Batch) {
     assert_eq!(waiting.status, RunStatus::Pending, "not due yet");
     assert_eq!(waiting.next_attempt_at, Some(batch.later));
 }
+
+/// Of 20 triggers of one job at once, from as many tasks, every one gets a manual run of its own, at a
+/// slot of its own, none on a whole second; all are audited.
+pub async fn concurrent_triggers_each_get_a_run<B: Backend + Clone>(backend: &B) {
+    use slotguard::admin::{Admin, ChangeRequest};
+
+    backend
+        .register_jobs(&[super::definition(JOB, "0 * * * *", 7)])
+        .await
+        .expect("register");
+    let admin = Admin::new(backend.clone());
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let (admin, barrier) = (admin.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let by = ChangeRequest::new("ops", format!("trigger {i}"));
+                admin.trigger(JOB, &by).await
+            })
+        })
+        .collect();
+    let mut slots = Vec::new();
+    for task in tasks {
+        let triggered = task
+            .await
+            .expect("task")
+            .expect("every trigger is accepted");
+        assert_ne!(triggered.scheduled_at.timestamp_subsec_millis(), 0);
+        slots.push(triggered.scheduled_at);
+    }
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 20, "{slots:?}");
+    let audit = backend.audit_log(Some(JOB), 100).await.expect("audit");
+    assert_eq!(audit.len(), 20);
+}

@@ -38,11 +38,12 @@ pub async fn jobs_are_registered_and_keep_their_pause_state(backend: &dyn Backen
             .await
             .expect("resume")
     );
+    // The pause stays on show as it was; the resume is in the audit trail.
     let zeta = job(backend, "zeta").await;
     assert!(!zeta.paused);
-    assert_eq!(zeta.paused_by.as_deref(), Some("bob"));
-    assert_eq!(zeta.paused_reason.as_deref(), Some("fixed"));
-    assert!(zeta.paused_at.expect("paused_at") >= paused_at);
+    assert_eq!(zeta.paused_by.as_deref(), Some("alice"));
+    assert_eq!(zeta.paused_reason.as_deref(), Some("upstream outage"));
+    assert_eq!(zeta.paused_at, Some(paused_at));
 
     let audit = backend.audit_log(None, 100).await.expect("audit");
     let seen: Vec<_> = audit
@@ -257,4 +258,71 @@ async fn one_hostile_name(backend: &dyn Backend, name: &str, hostile: &AuditEntr
             .expect("slot_times"),
         [at("2026-01-01T00:00:00Z")]
     );
+}
+
+/// Names that break the rule of [`slotguard::check_job_name`] (a NUL, a newline, a `:`, 201
+/// characters, blank) name no job, and partition keys that break [`slotguard::check_partition`] are
+/// invalid, through every operation of [`Admin`](slotguard::admin::Admin) and on every store: bad
+/// input is never a store error (PostgreSQL refuses a NUL in a query).
+pub async fn names_outside_the_rule_are_bad_input<B: Backend + Clone>(backend: &B) {
+    use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest};
+
+    backend
+        .register_jobs(&[definition("report", "0 * * * *", 7)])
+        .await
+        .expect("register");
+    let admin = Admin::new(backend.clone());
+    let by = ChangeRequest::new("ops", "names");
+    let (from, to) = (at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"));
+    let long = "x".repeat(slotguard::MAX_JOB_NAME_CHARS + 1);
+    for name in ["a\0b", "\0", "a\nb", "a:b", " ", "", long.as_str()] {
+        let unknown = |result: Result<(), AdminError>, op: &str| match result {
+            Err(AdminError::UnknownJob { .. }) => {}
+            other => panic!("{op} of {name:?}: {other:?}"),
+        };
+        let filter = slotguard::store::RunFilter {
+            job: Some(name.to_owned()),
+            ..filter(10)
+        };
+        unknown(admin.job(name).await.map(drop), "job");
+        unknown(admin.runs(filter).await.map(drop), "runs");
+        unknown(admin.run(name, from, "").await.map(drop), "run");
+        unknown(admin.missed(name, from, to).await.map(drop), "missed");
+        unknown(admin.retry(name, from, "", &by).await.map(drop), "retry");
+        unknown(admin.cancel(name, from, "", &by).await.map(drop), "cancel");
+        unknown(admin.trigger(name, &by).await.map(drop), "trigger");
+        let options = BackfillOptions::default();
+        unknown(
+            admin.backfill(name, from, to, options, &by).await.map(drop),
+            "backfill",
+        );
+        unknown(admin.pause(name, &by).await.map(drop), "pause");
+        unknown(admin.resume(name, &by).await.map(drop), "resume");
+        unknown(admin.audit(Some(name), 10).await.map(drop), "audit");
+    }
+    for partition in ["a\0b", "\0", "a\rb", long.as_str()] {
+        let invalid = |result: Result<(), AdminError>, op: &str| match result {
+            Err(AdminError::Invalid {
+                field: "partition", ..
+            }) => {}
+            other => panic!("{op} of partition {partition:?}: {other:?}"),
+        };
+        let filter = slotguard::store::RunFilter {
+            job: Some("report".to_owned()),
+            partition: Some(partition.to_owned()),
+            ..filter(10)
+        };
+        invalid(admin.runs(filter).await.map(drop), "runs");
+        invalid(admin.run("report", from, partition).await.map(drop), "run");
+        invalid(
+            admin.retry("report", from, partition, &by).await.map(drop),
+            "retry",
+        );
+        invalid(
+            admin.cancel("report", from, partition, &by).await.map(drop),
+            "cancel",
+        );
+    }
+    assert!(backend.audit_log(None, 10).await.expect("audit").is_empty());
+    assert!(!job(backend, "report").await.paused);
 }

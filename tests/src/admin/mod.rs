@@ -16,8 +16,10 @@ use slotguard::store::{
 
 pub(crate) use crate::{request, spec, won};
 
-/// Declares one test per admin-contract check (all but [`concurrent_retries_are_done_once`] and
-/// [`hostile_job_names_round_trip_through_every_operation`], which take more than a backend), each
+/// Declares one test per admin-contract check (all but [`concurrent_retries_are_done_once`],
+/// [`hostile_job_names_round_trip_through_every_operation`] and
+/// [`names_outside_the_rule_are_bad_input`] and [`concurrent_triggers_each_get_a_run`], which take
+/// more than a backend), each
 /// with the test attribute given and a fresh backend from `fresh().await`, which may return anything
 /// that dereferences to the backend (a guard that also holds its file or schema).
 ///
@@ -57,10 +59,12 @@ mod runs;
 
 pub use audit::the_audit_trail_is_newest_first_per_job_and_capped;
 pub use cancel::cancelling_takes_the_run_from_its_holder_or_the_queue;
-pub use enqueue::enqueued_runs_are_created_once_and_claimed_once_due;
+pub use enqueue::{
+    concurrent_triggers_each_get_a_run, enqueued_runs_are_created_once_and_claimed_once_due,
+};
 pub use jobs::{
     hostile_job_names_round_trip_through_every_operation, hostile_names,
-    jobs_are_registered_and_keep_their_pause_state,
+    jobs_are_registered_and_keep_their_pause_state, names_outside_the_rule_are_bad_input,
 };
 pub use retry::{
     a_retried_dead_run_gets_an_attempt_beyond_the_maximum,

@@ -56,6 +56,19 @@ async fn concurrent_retries_through_two_pools_are_done_once() {
     admin::concurrent_retries_are_done_once(&[fresh.backend.clone(), other]).await;
 }
 
+/// A NUL, which PostgreSQL refuses in a query, is bad input here too: never sent to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_outside_the_rule_are_bad_input() {
+    let fresh = fresh().await;
+    admin::names_outside_the_rule_are_bad_input(&fresh.backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_triggers_each_get_a_run() {
+    let fresh = fresh().await;
+    admin::concurrent_triggers_each_get_a_run(&fresh.backend).await;
+}
+
 /// The names include one that would drop the test's own schema; every table is still there after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_job_names_round_trip_through_every_operation() {
