@@ -349,7 +349,9 @@ impl SchedulerBuilder {
         self
     }
 
-    /// How many catch-up runs per second the cluster starts after an outage (default 1). Each run is
+    /// How many catch-up runs per second the cluster starts after an outage (default 1; from
+    /// [`MIN_PER_SECOND`](crate::admin::MIN_PER_SECOND) to
+    /// [`MAX_PER_SECOND`](crate::admin::MAX_PER_SECOND), as backfills). Each run is
     /// also offset by a jitter, the same on every replica, within its 1/rate window, so any window of
     /// `t` seconds holds at most `rate × t + 1` catch-up starts.
     pub fn catch_up_rate(mut self, per_second: f64) -> Self {
@@ -597,12 +599,15 @@ impl SchedulerBuilder {
                 ),
             );
         }
-        if !(self.catch_up_rate.is_finite() && self.catch_up_rate > 0.0) {
+        let rates = crate::admin::MIN_PER_SECOND..=crate::admin::MAX_PER_SECOND;
+        if !rates.contains(&self.catch_up_rate) {
             setting(
                 "catch_up_rate",
                 format!(
-                    "{} is not a positive number of runs per second",
-                    self.catch_up_rate
+                    "{} is out of range: expected {} to {} runs per second",
+                    self.catch_up_rate,
+                    rates.start(),
+                    rates.end()
                 ),
             );
         }

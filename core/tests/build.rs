@@ -220,3 +220,40 @@ async fn two_binaries_sharing_a_store_cannot_share_a_lock_key() {
     let msg = err.to_string();
     assert!(msg.contains("invoices") && msg.contains("weekly"), "{msg}");
 }
+
+/// A catch-up rate outside the backfill bounds is refused at `build()`, not a panic later.
+#[test]
+fn absurd_catch_up_rates_and_spreads_are_refused() {
+    for rate in [1e-300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
+        let found = problems(
+            Scheduler::builder()
+                .job(job("fine", "0 4 * * *"))
+                .catch_up_rate(rate),
+        );
+        assert!(
+            matches!(
+                &found[..],
+                [ConfigError::Setting {
+                    setting: "catch_up_rate",
+                    ..
+                }]
+            ),
+            "{rate}: {found:?}"
+        );
+    }
+    let found = problems(
+        Scheduler::builder()
+            .job(job("fine", "0 4 * * *"))
+            .load_spread(std::time::Duration::from_secs(5)),
+    );
+    assert!(
+        matches!(
+            &found[..],
+            [ConfigError::Setting {
+                setting: "load_spread",
+                ..
+            }]
+        ),
+        "{found:?}"
+    );
+}
