@@ -42,7 +42,9 @@ pub(crate) async fn plan(
     for (job, mark) in jobs.iter().zip(marks) {
         // A job with no history is new: nothing of it was missed.
         let Some(mark) = mark else { continue };
-        let found = missed_slots(job, mark, now);
+        // Slots that fell due within the load spread are the ticks' (see `timer::Plan::replan`).
+        let settled = now - chrono::Duration::from_std(rt.spread).unwrap_or_default();
+        let found = missed_slots(job, mark, settled);
         let Some(partitions) = partitions_of(job).await else {
             continue;
         };

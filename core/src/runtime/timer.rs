@@ -71,12 +71,16 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
 }
 
 impl Plan {
-    /// Each job's next slot after the current time (and after the last slot it fired here).
+    /// Each job's next slot after the current time less the load spread (and after the last slot it
+    /// fired here). A slot that fell due within the spread is still this replica's to offer: the
+    /// replicas that started before it may not have claimed it yet, and catch-up leaves it to the
+    /// ticks (see `catchup::missed_slots`).
     fn replan(&mut self, rt: &Runtime) {
         self.heap.clear();
         let now = rt.clock.now();
+        let from_now = now - chrono::Duration::from_std(rt.spread).unwrap_or_default();
         for (i, job) in rt.jobs.iter().enumerate() {
-            let from = self.fired[i].map_or(now, |f| f.max(now));
+            let from = self.fired[i].map_or(from_now, |f| f.max(from_now));
             let slot = job.schedule.next_after(from);
             if let Some(slot) = slot {
                 self.heap.push(Reverse((slot.scheduled_at, i)));
