@@ -42,8 +42,8 @@ pub(crate) async fn plan(
     for (job, mark) in jobs.iter().zip(marks) {
         // A job with no history is new: nothing of it was missed.
         let Some(mark) = mark else { continue };
-        // Slots that fell due within the load spread are the ticks' (see `timer::Plan::replan`).
-        let settled = now - chrono::Duration::from_std(rt.spread).unwrap_or_default();
+        // Slots that fell due just now are the ticks' (see `Runtime::settle`).
+        let settled = now - rt.settle();
         let found = missed_slots(job, mark, settled);
         let Some(partitions) = partitions_of(job).await else {
             continue;

@@ -62,6 +62,20 @@ pub(crate) struct Runtime {
     pub(crate) due_wake: tokio::sync::Notify,
 }
 
+impl Runtime {
+    /// How old a slot may be and still be this replica's tick when it starts or replans, rather
+    /// than catch-up's: 250 ms with a load spread (replicas start a few milliseconds apart; one that
+    /// starts just after a slot offers it, and catch-up leaves it to the ticks), none without one.
+    /// Shorter than any schedule's interval (1 s at least), so it never holds two slots of a job.
+    pub(crate) fn settle(&self) -> chrono::Duration {
+        if self.spread.is_zero() {
+            chrono::Duration::zero()
+        } else {
+            chrono::Duration::milliseconds(250)
+        }
+    }
+}
+
 /// The reason recorded for a slot skipped because a run of its job was still going.
 pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
 

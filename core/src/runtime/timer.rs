@@ -71,14 +71,14 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
 }
 
 impl Plan {
-    /// Each job's next slot after the current time less the load spread (and after the last slot it
-    /// fired here). A slot that fell due within the spread is still this replica's to offer: the
+    /// Each job's next slot after the current time less [`Runtime::settle`] (and after the last slot
+    /// it fired here). A slot that fell due that recently is still this replica's to offer: the
     /// replicas that started before it may not have claimed it yet, and catch-up leaves it to the
-    /// ticks (see `catchup::missed_slots`).
+    /// ticks (see `catchup::plan`).
     fn replan(&mut self, rt: &Runtime) {
         self.heap.clear();
         let now = rt.clock.now();
-        let from_now = now - chrono::Duration::from_std(rt.spread).unwrap_or_default();
+        let from_now = now - rt.settle();
         for (i, job) in rt.jobs.iter().enumerate() {
             let from = self.fired[i].map_or(from_now, |f| f.max(from_now));
             let slot = job.schedule.next_after(from);
