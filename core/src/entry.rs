@@ -102,10 +102,10 @@ impl JobEntry {
 /// What a candidate asks the chain for.
 #[derive(Clone)]
 pub(crate) enum Work {
-    /// One slot, claimed by its key: a tick of the schedule, or its second look.
+    /// One slot of the schedule, claimed by its key (trigger `schedule`): a tick, its second look,
+    /// or its retry after a store outage.
     Slot {
         slot: Slot,
-        trigger: Trigger,
         /// Empty when the job is not partitioned.
         partition: Arc<str>,
         /// How many times the slot was looked at before (0 at its tick): a slot whose job's lock
@@ -132,7 +132,6 @@ impl Candidate {
             job: Arc::clone(job),
             work: Work::Slot {
                 slot,
-                trigger: Trigger::Schedule,
                 partition,
                 looks: 0,
             },
@@ -179,10 +178,7 @@ impl Candidate {
     /// The claim of slot work; `None` for due work.
     pub(crate) fn claim_request(&self) -> Option<ClaimRequest> {
         let Work::Slot {
-            slot,
-            trigger,
-            partition,
-            ..
+            slot, partition, ..
         } = &self.work
         else {
             return None;
@@ -193,7 +189,7 @@ impl Candidate {
                 scheduled_at: slot.scheduled_at,
                 partition: partition.to_string(),
             },
-            trigger: *trigger,
+            trigger: Trigger::Schedule,
             zone: slot.zone.name().to_owned(),
             wall: slot.wall,
             business_date: slot.business_date(),

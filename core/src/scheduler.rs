@@ -691,7 +691,6 @@ impl SchedulerBuilder {
             spread,
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
-            store: self.backend.clone(),
             slots,
             synced,
             due_wake: tokio::sync::Notify::new(),

@@ -59,6 +59,24 @@ fn won(claim: &Claim) -> Lease {
     }
 }
 
+/// Claims `requests` for `a` and hands each over as a shutdown would: due again at once.
+async fn claim_and_hand_over(backend: &dyn Backend, requests: &[ClaimRequest]) {
+    let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
+    for lease in backend
+        .claim("a", requests)
+        .await
+        .expect("claim")
+        .iter()
+        .map(won)
+    {
+        let recorded = backend
+            .finish_one("a", &lease, &handed)
+            .await
+            .expect("finish");
+        assert!(recorded, "the hand-over was recorded");
+    }
+}
+
 /// `owner`'s attempt `lease` lost its hold: its heartbeat and its outcome are refused.
 async fn assert_fenced(backend: &dyn Backend, owner: &str, lease: &Lease, who: &str) {
     let held = backend
@@ -427,21 +445,7 @@ pub async fn abandoned_runs_are_recovered(backend: &dyn Backend, stale_after: Du
             )
         })
         .collect();
-    for lease in backend
-        .claim("a", &many)
-        .await
-        .expect("claim")
-        .iter()
-        .map(won)
-    {
-        let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
-        assert!(
-            backend
-                .finish_one("a", &lease, &handed)
-                .await
-                .expect("finish")
-        );
-    }
+    claim_and_hand_over(backend, &many).await;
     let due = backend
         .claim_due("b", &[spec("contract_recover_many", 3)], 3)
         .await
@@ -717,21 +721,7 @@ pub async fn due_work_is_one_at_a_time(backend: &dyn Backend) {
         .iter()
         .map(|s| request(job, s, stale))
         .collect();
-    for lease in backend
-        .claim("a", &slots)
-        .await
-        .expect("claim")
-        .iter()
-        .map(won)
-    {
-        let handed = Finish::abandoned("shutdown", Some(Duration::ZERO));
-        assert!(
-            backend
-                .finish_one("a", &lease, &handed)
-                .await
-                .expect("finish")
-        );
-    }
+    claim_and_hand_over(backend, &slots).await;
     let serial = [DueSpec::new(job, 3)];
     assert_eq!(
         backend.due_jobs(&serial).await.expect("due jobs"),

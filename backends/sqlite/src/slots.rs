@@ -68,6 +68,26 @@ WHERE job_name = ?1 AND partition_key = ?2 AND scheduled_at <> ?3 AND status = '
   AND heartbeat_at + stale_after_ms < ?4
 RETURNING id, attempt";
 
+/// How many slots one `existing_slots` query asks about (3 parameters each, well under SQLite's
+/// limit).
+const EXISTING_CHUNK: usize = 300;
+
+/// Whether each of `count` slots (bound as job, instant in ms, partition, from `?1` on) has a row,
+/// in order. The SQL depends on the count only, never on the data.
+fn existing_sql(count: usize) -> String {
+    let rows: Vec<String> = (0..count)
+        .map(|i| format!("({i}, ?{}, ?{}, ?{})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
+        .collect();
+    format!(
+        "WITH k (ord, job, at, part) AS (VALUES {}) \
+         SELECT EXISTS (SELECT 1 FROM slotguard_job_runs AS r \
+                        WHERE r.job_name = k.job AND r.scheduled_at = k.at \
+                          AND r.partition_key = k.part) \
+         FROM k ORDER BY k.ord",
+        rows.join(", ")
+    )
+}
+
 /// Which jobs have due work, as `DUE_RUNS` would select it (wrapped around it).
 const DUE_JOBS: &str = "SELECT DISTINCT job_name FROM (";
 
@@ -877,19 +897,24 @@ impl SlotStore for SqliteBackend {
         Ok(self.shared().claim_due(owner, specs, limit).await?)
     }
 
-    /// One read per slot, on the pool (no write lock).
+    /// One read per 300 slots, on the pool (no write lock).
     async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
         let shared = self.shared();
         let mut found = Vec::with_capacity(keys.len());
-        for key in keys {
-            let row: Option<(i64, String)> = sqlx::query_as(STATUS_OF)
-                .bind(&key.job)
-                .bind(key.scheduled_at.timestamp_millis())
-                .bind(&key.partition)
-                .fetch_optional(&shared.pool)
+        for chunk in keys.chunks(EXISTING_CHUNK) {
+            let mut query =
+                sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(existing_sql(chunk.len())));
+            for key in chunk {
+                query = query
+                    .bind(&key.job)
+                    .bind(key.scheduled_at.timestamp_millis())
+                    .bind(&key.partition);
+            }
+            let answers = query
+                .fetch_all(&shared.pool)
                 .await
                 .map_err(|e| shared.query_error(e))?;
-            found.push(row.is_some());
+            found.extend(answers);
         }
         Ok(found)
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::entry::{Candidate, JobEntry, RunSlot, Work};
 use crate::guard::{Decision, GuardLevel, Permit, RunOutcome, SkipReason};
-use crate::store::ClaimRequest;
+use crate::store::{ClaimRequest, Trigger};
 
 use super::{OVERLAP_SKIPPED, PAUSED, Runtime};
 
@@ -85,15 +85,12 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
             continue;
         }
         if let Work::Slot {
-            slot,
-            trigger,
-            partition,
-            ..
+            slot, partition, ..
         } = candidate.work
         {
             let run = RunSlot {
                 slot,
-                trigger,
+                trigger: Trigger::Schedule,
                 partition,
             };
             out.runs.push(Admitted {

@@ -12,7 +12,8 @@ use super::Runtime;
 
 /// Starts the deadline watch of `slot` when its job has a deadline and the scheduler a store.
 pub(crate) fn watch(rt: &Arc<Runtime>, job: &Arc<JobEntry>, slot: DateTime<Utc>) {
-    if let (Some(deadline), Some(store)) = (job.deadline, &rt.store) {
+    if let (Some(deadline), Some(slots)) = (job.deadline, &rt.slots) {
+        let store = &slots.store;
         rt.tracker.spawn(watch_deadline(
             Arc::clone(rt),
             Arc::clone(store),

@@ -25,7 +25,6 @@ use crate::entry::JobEntry;
 use crate::guard::Guard;
 use crate::guard::slot::SlotGuard;
 use crate::state::StateMap;
-use crate::store::Backend;
 
 /// Everything the driver, the ticks and the runs share.
 pub(crate) struct Runtime {
@@ -51,8 +50,6 @@ pub(crate) struct Runtime {
     pub(crate) spread: Duration,
     pub(crate) running: AtomicUsize,
     pub(crate) abandoned: AtomicUsize,
-    /// The store, for the deadline checks.
-    pub(crate) store: Option<Arc<dyn Backend>>,
     /// The slot layer: every write of a slot row goes through it.
     pub(crate) slots: Option<Arc<SlotGuard>>,
     /// `clock`, when it is measured against the store's ([`ClockSync`](crate::ClockSync)).
