@@ -49,6 +49,7 @@ mod handle;
 mod job;
 pub mod metrics;
 mod policy;
+mod role;
 mod runtime;
 mod scheduler;
 mod state;
@@ -62,6 +63,7 @@ pub use job::{
     ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob, UnknownErrorClass,
 };
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
+pub use role::{Role, UnknownRole};
 pub use scheduler::{
     BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,
     derive_lock_key,

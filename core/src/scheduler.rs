@@ -22,6 +22,7 @@ use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
 use crate::policy::{CatchUp, Overlap};
+use crate::role::Role;
 use crate::runtime::Runtime;
 use crate::state::StateMap;
 use crate::store::{Backend, LockStore};
@@ -117,11 +118,11 @@ impl Scheduler {
             (Some(backend), slots) => {
                 crate::runtime::control::register(&self.runtime, &**backend).await?;
                 match slots {
-                    Some(slots) => {
+                    Some(slots) if self.runtime.role.schedules() => {
                         crate::runtime::catchup::plan(&self.runtime, slots, self.catch_up_rate)
                             .await?
                     }
-                    None => Vec::new(),
+                    _ => Vec::new(),
                 }
             }
             (None, _) => Vec::new(),
@@ -152,7 +153,10 @@ impl Scheduler {
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
-        if let (Some(backend), Some(slots)) = (&self.backend, &self.runtime.slots) {
+        let role = self.runtime.role;
+        if let (Some(backend), Some(slots), true) =
+            (&self.backend, &self.runtime.slots, role.executes())
+        {
             let heartbeats = Arc::clone(&slots.heartbeats);
             let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
             let backend = Arc::clone(backend);
@@ -169,11 +173,13 @@ impl Scheduler {
                 if let Some(store) = first {
                     sync_clock(&rt, &*store).await;
                 }
-                rt.tracker
-                    .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
+                if role.schedules() {
+                    rt.tracker
+                        .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
+                }
                 crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
             });
-        } else {
+        } else if role.schedules() {
             rt.tracker
                 .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
         }
@@ -189,7 +195,8 @@ impl Scheduler {
                     Some(due) => due,
                     None => prepare(&rt, &*backend, slots.as_deref(), rate).await,
                 };
-                if slots.is_some() && !due.is_empty() {
+                // A scheduler's catch-up rows wait in the queue for workers.
+                if slots.is_some() && !due.is_empty() && role == Role::All {
                     rt.tracker
                         .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), due));
                 }
@@ -197,10 +204,18 @@ impl Scheduler {
             });
         }
         if self.runtime.slots.is_some() {
-            self.runtime.tracker.spawn(crate::runtime::recover::recover(
-                Arc::clone(&self.runtime),
-                self.recovery_interval,
-            ));
+            let (rt, every) = (Arc::clone(&self.runtime), self.recovery_interval);
+            match role {
+                Role::All => self
+                    .runtime
+                    .tracker
+                    .spawn(crate::runtime::recover::recover(rt, every)),
+                Role::Worker => self
+                    .runtime
+                    .tracker
+                    .spawn(crate::runtime::worker::work(rt, every)),
+                _ => self.runtime.tracker.spawn(async {}),
+            };
         }
         if let Some(external) = self.external {
             let handle = handle.clone();
@@ -214,6 +229,7 @@ impl Scheduler {
         tracing::info!(
             instance_id = %self.runtime.owner,
             jobs = self.runtime.jobs.len(),
+            role = %role,
             "scheduler started"
         );
         handle
@@ -245,7 +261,7 @@ async fn prepare(
     if let Err(e) = crate::runtime::control::register(rt, backend).await {
         tracing::warn!(error = %e, "could not register jobs or read their pause state");
     }
-    let Some(slots) = slots else {
+    let Some(slots) = slots.filter(|_| rt.role.schedules()) else {
         return Vec::new();
     };
     crate::runtime::catchup::plan(rt, slots, rate)
@@ -295,6 +311,9 @@ pub struct SchedulerBuilder {
     namespace: String,
     catch_up_rate: f64,
     spread: Option<Duration>,
+    claim_ahead_set: bool,
+    role: Role,
+    max_runs: Option<usize>,
 }
 
 impl Default for SchedulerBuilder {
@@ -322,6 +341,9 @@ impl Default for SchedulerBuilder {
             namespace: "default".to_owned(),
             catch_up_rate: 1.0,
             spread: None,
+            claim_ahead_set: false,
+            role: Role::All,
+            max_runs: None,
         }
     }
 }
@@ -344,8 +366,29 @@ impl SchedulerBuilder {
     /// at most 1 s). The overlap check happens that much earlier too, so keep it well under the
     /// shortest interval and the shortest run: a run that ends inside the lead still counts as
     /// running for the next slot.
+    ///
+    /// A process of the [`Role::Scheduler`] role enqueues each slot this long before its instant
+    /// (default 100 ms), so that workers have the row and wake at the instant.
     pub fn claim_ahead(mut self, lead: Duration) -> Self {
         self.claim_ahead = lead;
+        self.claim_ahead_set = true;
+        self
+    }
+
+    /// What this process does with its jobs (default [`Role::All`]: it computes slots and runs
+    /// them). [`Role::Scheduler`] enqueues slots for workers, [`Role::Worker`] runs queued slots,
+    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend and every job at
+    /// the `slot` level: the slot table is their queue. See `docs/workers.md`.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// At most `runs` bodies of work claimed from the store (queued slots, retries, recovery,
+    /// catch-up, manual runs) run at once in this process; a worker claims no more than it has room
+    /// for and leaves the rest to other workers (default: no limit, 32 claimed per round). At least 1.
+    pub fn max_concurrent_runs(mut self, runs: usize) -> Self {
+        self.max_runs = Some(runs);
         self
     }
 
@@ -556,7 +599,7 @@ impl SchedulerBuilder {
                 continue;
             }
             match validate(job, &defaults) {
-                Ok(entry) if entry.level >= GuardLevel::Lock => {
+                Ok(entry) if entry.level >= GuardLevel::Lock && !self.role_refuses(&entry) => {
                     if let Some(other) = keys.insert(entry.lock_key, job.name.clone()) {
                         problems.push(ConfigError::LockKeyCollision {
                             key: entry.lock_key,
@@ -566,6 +609,12 @@ impl SchedulerBuilder {
                         continue;
                     }
                     entries.push(Arc::new(entry));
+                }
+                Ok(entry) if self.role_refuses(&entry) => {
+                    problems.push(ConfigError::NeedsSlotLevel {
+                        job: job.name.clone(),
+                        what: self.role.queue_needs(),
+                    });
                 }
                 Ok(entry) => entries.push(Arc::new(entry)),
                 Err(problem) => problems.push(problem),
@@ -599,6 +648,21 @@ impl SchedulerBuilder {
                 ),
             );
         }
+        if self.max_runs == Some(0) {
+            setting(
+                "max_concurrent_runs",
+                "0 would run nothing: expected 1 or more".to_owned(),
+            );
+        }
+        if matches!(self.role, Role::Scheduler | Role::Worker) && self.backend.is_none() {
+            setting(
+                "role",
+                format!(
+                    "the `{}` role needs a backend: the slot table is the queue between schedulers and workers",
+                    self.role
+                ),
+            );
+        }
         let rates = crate::admin::MIN_PER_SECOND..=crate::admin::MAX_PER_SECOND;
         if !rates.contains(&self.catch_up_rate) {
             setting(
@@ -612,6 +676,14 @@ impl SchedulerBuilder {
             );
         }
         problems
+    }
+
+    /// Whether this process's role cannot take `job`: the scheduler and worker roles pass every
+    /// slot through the store, so they need its rows.
+    fn role_refuses(&self, job: &JobEntry) -> bool {
+        matches!(self.role, Role::Scheduler | Role::Worker)
+            && self.backend.is_some()
+            && job.level != GuardLevel::Slot
     }
 
     /// The listed jobs, then the discovered ones not listed.
@@ -687,8 +759,20 @@ impl SchedulerBuilder {
             tracker: TaskTracker::new(),
             grace: self.grace,
             kill_after: self.kill_after,
-            claim_ahead: self.claim_ahead,
-            spread,
+            claim_ahead: if self.role == Role::Scheduler && !self.claim_ahead_set {
+                SCHEDULER_LEAD
+            } else {
+                self.claim_ahead
+            },
+            spread: if self.role == Role::All {
+                spread
+            } else {
+                Duration::ZERO
+            },
+            role: self.role,
+            run_limit: self
+                .max_runs
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
             slots,
@@ -714,6 +798,10 @@ impl SchedulerBuilder {
         }
     }
 }
+
+/// How long before a slot's instant a `scheduler`-role process enqueues it, unless
+/// [`SchedulerBuilder::claim_ahead`] says otherwise.
+const SCHEDULER_LEAD: Duration = Duration::from_millis(100);
 
 /// The default of [`SchedulerBuilder::load_spread`] with a backend.
 const DEFAULT_SPREAD: Duration = Duration::from_millis(20);

@@ -110,7 +110,7 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
 }
 
 /// Leaves out the work of paused jobs, recording their slots `skipped` (reason `paused`).
-async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<Candidate> {
+pub(crate) async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<Candidate> {
     let paused: Vec<Candidate> = batch.extract_if(.., |c| c.job.is_paused()).collect();
     let mut requests = Vec::new();
     for candidate in &paused {

@@ -15,10 +15,12 @@ pub(crate) mod chain;
 pub(crate) mod clock_sync;
 pub(crate) mod control;
 mod deadline;
+pub(crate) mod enqueue;
 pub(crate) mod recover;
 mod run;
 mod tick;
 pub(crate) mod timer;
+pub(crate) mod worker;
 
 use crate::clock::SharedClock;
 use crate::entry::JobEntry;
@@ -57,6 +59,10 @@ pub(crate) struct Runtime {
     /// Woken when a run of a job with more due work ended (its `look_again` flag set): the
     /// recovery loop looks again at once.
     pub(crate) due_wake: tokio::sync::Notify,
+    /// What this process does: enqueue, run, both or neither.
+    pub(crate) role: crate::Role,
+    /// Room for runs claimed from the store ([`SchedulerBuilder::max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)).
+    pub(crate) run_limit: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Runtime {
