@@ -48,6 +48,7 @@ pub mod guard;
 mod handle;
 mod job;
 pub mod metrics;
+mod once;
 mod policy;
 mod role;
 mod runtime;
@@ -62,6 +63,7 @@ pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{
     ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob, UnknownErrorClass,
 };
+pub use once::{ANNOTATION, RunOnce, RunOnceError, SlotSource};
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
 pub use role::{Role, UnknownRole};
 pub use scheduler::{

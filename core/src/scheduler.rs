@@ -150,6 +150,64 @@ impl Scheduler {
         Some(admin)
     }
 
+    /// Runs one slot of `job` through its guard chain, then stops: the way to run slotguard under an
+    /// external trigger (a Kubernetes CronJob, a systemd timer) that starts a process per slot.
+    /// The slot comes from `source` ([`SlotSource::from_env`](crate::SlotSource::from_env) reads
+    /// `SLOTGUARD_SLOT`, the CronJob's annotation through the downward API, or takes the latest
+    /// slot). Of several processes started for one slot (controller retries, the same CronJob in
+    /// a second cluster) one runs the body; the others follow the slot's row while it runs and
+    /// return [`RunOnce::Suppressed`](crate::RunOnce::Suppressed) naming its owner. A process
+    /// started again for a slot whose runner died (a pod retried by `backoffLimit`) claims it again
+    /// as its next attempt once its heartbeat is stale. A slot older than the job's catch-up window
+    /// is refused and recorded `skipped`. [`RunOnce::exit_code`](crate::RunOnce::exit_code) says
+    /// what to exit with; `docs/workers.md` has the Kubernetes and systemd set-ups.
+    ///
+    /// # Errors
+    /// [`RunOnceError`](crate::RunOnceError): unknown job, not a slot of its schedule, not due
+    /// yet, no slot, or the store could not be asked.
+    pub async fn run_once(
+        self,
+        job: &str,
+        source: crate::SlotSource,
+    ) -> Result<crate::RunOnce, crate::RunOnceError> {
+        let store_error = |e: crate::store::StoreError| crate::RunOnceError::Store(e.to_string());
+        if let Some(backend) = &self.backend {
+            sync_clock(&self.runtime, &**backend).await;
+            crate::runtime::control::register(&self.runtime, &**backend)
+                .await
+                .map_err(store_error)?;
+        }
+        let entry = self.runtime.jobs.iter().find(|j| *j.name == *job);
+        let slot = match entry {
+            Some(entry) => source.resolve(&entry.schedule, self.runtime.clock.now())?,
+            None => {
+                return Err(crate::RunOnceError::UnknownJob(
+                    slotguard_cron::shown_within(job, 64),
+                ));
+            }
+        };
+        let (rt, backend) = (Arc::clone(&self.runtime), self.backend.clone());
+        let heartbeat_done = CancellationToken::new();
+        if let (Some(backend), Some(slots)) = (&backend, &rt.slots) {
+            let (heartbeats, backend) = (Arc::clone(&slots.heartbeats), Arc::clone(backend));
+            let (owner, done) = (Arc::clone(&rt.owner), heartbeat_done.clone());
+            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        }
+        let handle = SchedulerHandle::new(Arc::clone(&rt), heartbeat_done);
+        if let Some(external) = self.external {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = external.cancelled() => { handle.shutdown().await; }
+                    () = handle.stopped() => {}
+                }
+            });
+        }
+        let done = crate::once::run(&rt, backend.as_ref(), job, slot).await;
+        handle.shutdown().await;
+        done
+    }
+
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();

@@ -839,15 +839,19 @@ pub async fn slots_are_queued_once(backend: &dyn Backend) {
     assert_eq!(first, [Claim::Queued, Claim::Queued]);
     let again = backend.enqueue_slots(&batch).await.expect("enqueue");
     assert!(
-        again
-            .iter()
-            .all(|c| *c == Claim::Taken { status: RunStatus::Pending }),
+        again.iter().all(|c| *c
+            == Claim::Taken {
+                status: RunStatus::Pending
+            }),
         "a second scheduler finds both queued: {again:?}"
     );
     let specs = [spec(job, 3)];
     let next = backend.next_due(&specs).await.expect("next due");
     let next = next.expect("the slot ahead is the next due");
-    assert!((next - soon).num_milliseconds().abs() <= 1, "{next} vs {soon}");
+    assert!(
+        (next - soon).num_milliseconds().abs() <= 1,
+        "{next} vs {soon}"
+    );
     let due = backend.claim_due("w1", &specs, 10).await.expect("due");
     assert_eq!(due.len(), 1, "only the past slot is due: {due:?}");
     assert_eq!(

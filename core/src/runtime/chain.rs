@@ -193,6 +193,15 @@ async fn refused(
 /// running, before it is recorded skipped.
 const MAX_LOOKS: u8 = 4;
 
+/// Records a slot that an external trigger asked for after its window closed.
+pub(crate) async fn record_too_late(rt: &Runtime, candidate: &Candidate) {
+    crate::metrics::skipped(&candidate.job.name, "too_late");
+    let requests: Vec<ClaimRequest> = candidate.claim_request().into_iter().collect();
+    if candidate.job.level == GuardLevel::Slot {
+        record(rt, &requests, super::TOO_LATE).await;
+    }
+}
+
 /// Records slots not run, with `reason`, through the slot layer.
 async fn record(rt: &Runtime, requests: &[ClaimRequest], reason: &str) {
     if let (Some(slots), false) = (&rt.slots, requests.is_empty())

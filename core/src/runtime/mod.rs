@@ -17,8 +17,8 @@ pub(crate) mod control;
 mod deadline;
 pub(crate) mod enqueue;
 pub(crate) mod recover;
-mod run;
-mod tick;
+pub(crate) mod run;
+pub(crate) mod tick;
 pub(crate) mod timer;
 pub(crate) mod worker;
 
@@ -81,6 +81,9 @@ impl Runtime {
 
 /// The reason recorded for a slot skipped because a run of its job was still going.
 pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
+
+/// The reason recorded for a slot an external trigger asked for after its catch-up window closed.
+pub(crate) const TOO_LATE: &str = "too late: older than the job's catch-up window";
 
 /// The reason recorded for a slot of a paused job.
 pub(crate) const PAUSED: &str = "paused";
