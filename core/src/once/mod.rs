@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 pub use outcome::{RunOnce, RunOnceError};
 pub use source::{ANNOTATION, SlotSource};
 
-use crate::entry::{Candidate, JobEntry};
+use crate::entry::{Candidate, JobEntry, Work};
 use crate::guard::RunOutcome;
 use crate::runtime::Runtime;
 use crate::runtime::chain::{self, Admission};
@@ -48,7 +48,7 @@ pub(crate) async fn run(
     if slot - now > chrono::Duration::from_std(crate::store::MAX_EARLY).unwrap_or_default() {
         return Err(RunOnceError::NotDue { slot, now });
     }
-    let candidate = Candidate::slot(entry, at, Arc::from(""));
+    let mut candidate = Candidate::slot(entry, at, Arc::from(""));
     if crate::runtime::tick::window_closed(&candidate, now) {
         chain::record_too_late(rt, &candidate).await;
         return Ok(RunOnce::TooLate { slot });
@@ -59,6 +59,13 @@ pub(crate) async fn run(
         let admission = chain::admit(rt, vec![candidate.clone()]).await;
         if let Some(done) = ran(rt, admission).await? {
             return Ok(done);
+        }
+        if entry.layers.slot
+            && let Work::Slot { looks, .. } = &mut candidate.work
+        {
+            // Looked at again, the slot's lock no longer stops it: the row decides (a holder that
+            // died leaves its lock until the lease lapses, but its run goes stale sooner).
+            *looks = 1;
         }
         let row = row(backend, entry, slot).await?;
         match row.as_ref().map(|r| r.status) {
