@@ -890,6 +890,9 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     }),
     ("partitions", |j| j.partitions.is_some()),
     ("a deadline", |j| j.deadline.is_some()),
+    ("a process or cluster limit", |j| {
+        j.limits.0.is_some() || j.limits.1.is_some()
+    }),
 ];
 
 /// Validates one job: its name, zone, expression, level and the settings its level allows.
@@ -930,6 +933,21 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
             what,
         });
     }
+    if let Some(setting) = [
+        ("process_limit", job.limits.0),
+        ("cluster_limit", job.limits.1),
+    ]
+    .into_iter()
+    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
+    {
+        return Err(ConfigError::Setting {
+            setting,
+            problem: format!(
+                "job `{}`: 0 would never run it; expected 1 or more",
+                job.name
+            ),
+        });
+    }
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
@@ -951,6 +969,8 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         backlog: AtomicBool::new(false),
         look_again: AtomicBool::new(false),
         in_body: AtomicBool::new(false),
+        limits: job.limits,
+        bodies: AtomicUsize::new(0),
     })
 }
 
