@@ -43,6 +43,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "checkpoints",
         sql: include_str!("../migrations/0005_checkpoints.sql"),
     },
+    Migration {
+        version: 8,
+        description: "queue: active runs by slot",
+        sql: include_str!("../migrations/0008_queue.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);
