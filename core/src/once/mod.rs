@@ -49,7 +49,7 @@ pub(crate) async fn run(
         return Err(RunOnceError::NotDue { slot, now });
     }
     let mut candidate = Candidate::slot(entry, at, Arc::from(""));
-    if crate::runtime::tick::window_closed(&candidate, now) {
+    if crate::runtime::window::window_closed(&candidate, now) {
         chain::record_too_late(rt, &candidate).await;
         return Ok(RunOnce::TooLate { slot });
     }

@@ -18,8 +18,9 @@ mod deadline;
 pub(crate) mod enqueue;
 pub(crate) mod recover;
 pub(crate) mod run;
-pub(crate) mod tick;
+mod tick;
 pub(crate) mod timer;
+pub(crate) mod window;
 pub(crate) mod worker;
 
 use crate::clock::SharedClock;
