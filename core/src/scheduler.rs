@@ -150,6 +150,20 @@ impl Scheduler {
         Some(admin)
     }
 
+    /// Records this process in the replica registry until `done` (after a shutdown's runs), then
+    /// removes it: a task of its own, as it outlives the stop of the runtime's tasks.
+    fn keep_registered(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        let backend = self.backend.as_ref()?;
+        let every = self.recovery_interval;
+        Some(tokio::spawn(crate::runtime::registry::keep(
+            Arc::clone(&self.runtime),
+            Arc::clone(backend),
+            every,
+            crate::runtime::registry::gone_after(every, self.stale_after),
+            done.clone(),
+        )))
+    }
+
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
@@ -159,17 +173,7 @@ impl Scheduler {
             let backend = Arc::clone(backend);
             tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
         }
-        let registry = self.backend.as_ref().map(|backend| {
-            let every = self.recovery_interval;
-            let gone_after = crate::runtime::registry::gone_after(every, self.stale_after);
-            tokio::spawn(crate::runtime::registry::keep(
-                Arc::clone(&self.runtime),
-                Arc::clone(backend),
-                every,
-                gone_after,
-                heartbeat_done.clone(),
-            ))
-        });
+        let registry = self.keep_registered(&heartbeat_done);
         let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done, registry);
         let rt = &self.runtime;
         if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {

@@ -89,7 +89,7 @@ where
     let kept = runs(&backend).await;
     let old: Vec<&RunRecord> = kept
         .iter()
-        .filter(|r| r.key.scheduled_at.to_rfc3339() < "2026-01-02".to_owned())
+        .filter(|r| r.key.scheduled_at < crate::admin::at("2026-01-02T00:00:00Z"))
         .collect();
     assert_eq!(old.len(), 1, "only the retriable old run is left: {old:?}");
     assert_eq!(old[0].status, RunStatus::Abandoned);

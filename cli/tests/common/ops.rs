@@ -32,6 +32,19 @@ pub(crate) const REPORT: &str = "report";
 /// A job of every second, for storms.
 pub(crate) const TICKER: &str = "ticker";
 
+/// The columns of `slotguard jobs`.
+pub(crate) const JOBS_HEADER: [&str; 9] = [
+    "JOB",
+    "CRON",
+    "ZONE",
+    "GUARD",
+    "NEXT",
+    "LAST SLOT",
+    "LAST STATUS",
+    "STATE",
+    "NOTE",
+];
+
 /// The range the seeded runs lie in.
 pub(crate) const FROM: &str = "2026-03-01T00:00:00Z";
 pub(crate) const TO: &str = "2026-03-01T06:00:00Z";
@@ -614,17 +627,7 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
 /// `pause` and `resume`, as `jobs` shows them.
 pub(crate) fn pause_and_resume(fx: &Fixture) {
     fx.seed();
-    let header = [
-        "JOB",
-        "CRON",
-        "ZONE",
-        "GUARD",
-        "NEXT",
-        "LAST SLOT",
-        "LAST STATUS",
-        "STATE",
-        "NOTE",
-    ];
+    let header = JOBS_HEADER;
     let jobs = fx.slotguard(&["jobs"]);
     let jobs = rows(jobs.ok(), &header);
     let names: Vec<&str> = jobs.iter().map(|j| j["JOB"].as_str()).collect();
@@ -719,18 +722,7 @@ pub(crate) fn replicas_and_inactive_jobs(fx: &Fixture) {
 
     // `nightly` is run by replica-a only: active. Once replica-a is gone too, it is inactive.
     let states = |fx: &Fixture| -> Vec<(String, String)> {
-        let header = [
-            "JOB",
-            "CRON",
-            "ZONE",
-            "GUARD",
-            "NEXT",
-            "LAST SLOT",
-            "LAST STATUS",
-            "STATE",
-            "NOTE",
-        ];
-        rows(fx.slotguard(&["jobs"]).ok(), &header)
+        rows(fx.slotguard(&["jobs"]).ok(), &JOBS_HEADER)
             .into_iter()
             .map(|r| (r["JOB"].clone(), r["STATE"].clone()))
             .collect()

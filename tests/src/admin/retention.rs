@@ -77,7 +77,7 @@ async fn old_history(backend: &dyn Backend, job: &str) -> i64 {
     let manual = enqueue(job, "2026-01-01T00:05:00.001Z", Trigger::Manual, now);
     let by = entry("trigger", "ops", "by hand");
     backend
-        .enqueue(&[manual.clone()], &by)
+        .enqueue(std::slice::from_ref(&manual), &by)
         .await
         .expect("enqueue");
     let cancel = entry("cancel", "ops", "not needed");
