@@ -101,7 +101,8 @@ pub const DEFAULT_SCHEMA: &str = "slotguard";
 const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`],
-/// [`AdminStore`](slotguard::store::AdminStore) and [`Backend`].
+/// [`AdminStore`](slotguard::store::AdminStore), [`ReplicaStore`](slotguard::store::ReplicaStore),
+/// [`RetentionStore`](slotguard::store::RetentionStore) and [`Backend`].
 ///
 /// Cheap to clone; clones share the pool and the lock connection. When the last clone is dropped,
 /// the lock connection closes and the server releases its locks; call [`PgBackend::close`] to do

@@ -61,8 +61,15 @@ pub(crate) async fn keep(
     done: CancellationToken,
 ) {
     loop {
-        if let Err(e) = store.record_replica(&info(&rt, gone_after)).await {
-            tracing::warn!(error = %e, "could not record this replica; will try again next interval");
+        // Cancel safe: a write cut short is written again by the next refresh, or removed below.
+        let now = info(&rt, gone_after);
+        tokio::select! {
+            () = done.cancelled() => break,
+            recorded = store.record_replica(&now) => {
+                if let Err(e) = recorded {
+                    tracing::warn!(error = %e, "could not record this replica; will try again next interval");
+                }
+            }
         }
         tokio::select! {
             () = done.cancelled() => break,

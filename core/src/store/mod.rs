@@ -1,4 +1,6 @@
-//! The traits a backend implements: slot rows with fencing, and cluster-wide locks.
+//! The traits a backend implements: slot rows with fencing, cluster-wide locks, what operators read
+//! and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and history retention
+//! ([`RetentionStore`]).
 //!
 //! Policy lives in the runtime; a backend holds mechanism only. The memory backend in this crate
 //! implements both traits so that the `lock` and `slot` semantics are tested without a database; the
