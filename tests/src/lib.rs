@@ -820,3 +820,59 @@ pub async fn existing_slots_are_found(backend: &dyn Backend) {
             .is_empty()
     );
 }
+
+/// `enqueue_slots` (the scheduler role): each slot is queued once, as a `pending` row due at its own
+/// instant; `next_due` names that instant; `claim_due` hands it out only once it is due, as attempt
+/// 1 of a scheduled run; the overlap policy decides at enqueue time as at a claim.
+pub async fn slots_are_queued_once(backend: &dyn Backend) {
+    let job = "contract_queue";
+    let now = backend
+        .store_now()
+        .await
+        .expect("store clock")
+        .expect("the store has a clock");
+    let soon = now + chrono::Duration::milliseconds(1_500);
+    let past = request(job, "2026-01-05T00:00:00Z", Duration::from_secs(60));
+    let mut ahead = past.clone();
+    ahead.key.scheduled_at = soon;
+    let batch = [past.clone(), ahead.clone()];
+    let first = backend.enqueue_slots(&batch).await.expect("enqueue");
+    assert_eq!(first, [Claim::Queued, Claim::Queued]);
+    let again = backend.enqueue_slots(&batch).await.expect("enqueue");
+    assert!(
+        again.iter().all(|c| *c
+            == Claim::Taken {
+                status: RunStatus::Pending
+            }),
+        "a second scheduler finds both queued: {again:?}"
+    );
+    let specs = [spec(job, 3)];
+    let next = backend.next_due(&specs).await.expect("next due");
+    let next = next.expect("the slot ahead is the next due");
+    assert!(
+        (next - soon).num_milliseconds().abs() <= 1,
+        "{next} vs {soon}"
+    );
+    let due = backend.claim_due("w1", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "only the past slot is due: {due:?}");
+    assert_eq!(
+        (&due[0].key, due[0].lease.attempt, due[0].trigger),
+        (&past.key, 1, Trigger::Schedule)
+    );
+    let wait = (soon - now).to_std().unwrap_or_default() + Duration::from_millis(100);
+    tokio::time::sleep(wait).await;
+    let due = backend.claim_due("w2", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!((&due[0].key, due[0].lease.attempt), (&ahead.key, 1));
+    assert_eq!(backend.next_due(&specs).await.expect("next due"), None);
+    // `skip`: a slot due while a run of its job goes on is recorded skipped, not queued.
+    let mut busy = with_overlap(past.clone(), Overlap::Skip);
+    busy.key.scheduled_at += chrono::Duration::seconds(5);
+    let answer = backend.enqueue_slots(&[busy]).await.expect("enqueue");
+    assert_eq!(
+        answer,
+        [Claim::Taken {
+            status: RunStatus::Skipped
+        }]
+    );
+}

@@ -102,3 +102,9 @@ async fn lock_tokens_rise() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::lock_tokens_rise(&backend(&dir).await).await;
 }
+
+#[tokio::test]
+async fn slots_are_queued_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::slots_are_queued_once(&backend(&dir).await).await;
+}
