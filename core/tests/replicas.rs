@@ -202,8 +202,20 @@ async fn each_process_records_its_role() {
             row("p-worker", "worker", &["slow"]),
         ]
     );
-    for h in handles {
-        h.shutdown().await;
-    }
+    let jobs = admin.jobs().await.unwrap();
+    assert_eq!(
+        active(&jobs, "slow"),
+        ["p-worker"],
+        "only the worker runs its bodies"
+    );
+    let [admin_only, scheduler_only, worker] = <[_; 3]>::try_from(handles).unwrap();
+    worker.shutdown().await;
+    let jobs = admin.jobs().await.unwrap();
+    assert!(
+        !jobs[0].active(),
+        "a job only a scheduler queues is not active: nothing runs it"
+    );
+    scheduler_only.shutdown().await;
+    admin_only.shutdown().await;
     assert!(admin.replicas().await.unwrap().is_empty());
 }
