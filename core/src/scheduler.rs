@@ -955,7 +955,36 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     ("partitions", |j| j.partitions.is_some()),
     ("a deadline", |j| j.deadline.is_some()),
     ("a retention", |j| j.retention.is_some()),
+    ("a process or cluster limit", |j| {
+        j.limits.0.is_some() || j.limits.1.is_some()
+    }),
 ];
+
+/// A job's own settings out of range: its retention, its process and cluster limits.
+fn job_settings(job: &Job) -> Result<(), ConfigError> {
+    if let Some(Err(problem)) = job.retention.map(check_retention) {
+        return Err(ConfigError::Setting {
+            setting: "retention",
+            problem: format!("job `{}`: {problem}", job.name),
+        });
+    }
+    if let Some(setting) = [
+        ("process_limit", job.limits.0),
+        ("cluster_limit", job.limits.1),
+    ]
+    .into_iter()
+    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
+    {
+        return Err(ConfigError::Setting {
+            setting,
+            problem: format!(
+                "job `{}`: 0 would never run it; expected 1 or more",
+                job.name
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// Validates one job: its name, zone, expression, level and the settings its level allows.
 fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError> {
@@ -995,12 +1024,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
             what,
         });
     }
-    if let Some(Err(problem)) = job.retention.map(check_retention) {
-        return Err(ConfigError::Setting {
-            setting: "retention",
-            problem: format!("job `{}`: {problem}", job.name),
-        });
-    }
+    job_settings(job)?;
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
@@ -1023,6 +1047,8 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         backlog: AtomicBool::new(false),
         look_again: AtomicBool::new(false),
         in_body: AtomicBool::new(false),
+        limits: job.limits,
+        bodies: AtomicUsize::new(0),
     })
 }
 

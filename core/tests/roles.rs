@@ -17,9 +17,12 @@ fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
 }
 
-/// (job, slot, process, start, end) of every body, by the shared clock.
+/// (slot, process, start, end) of one body, by the shared clock.
+type Execution = (DateTime<Utc>, String, DateTime<Utc>, DateTime<Utc>);
+
+/// Every body's execution.
 #[derive(Clone, Default)]
-struct Ledger(Arc<Mutex<Vec<(DateTime<Utc>, String, DateTime<Utc>, DateTime<Utc>)>>>);
+struct Ledger(Arc<Mutex<Vec<Execution>>>);
 
 impl Ledger {
     fn job(&self, cron: &str, secs: f64, clock: TokioClock, process: &str) -> Job {
@@ -35,7 +38,7 @@ impl Ledger {
         })
     }
 
-    fn all(&self) -> Vec<(DateTime<Utc>, String, DateTime<Utc>, DateTime<Utc>)> {
+    fn all(&self) -> Vec<Execution> {
         self.0.lock().unwrap().clone()
     }
 
@@ -272,4 +275,42 @@ fn a_role_that_cannot_work_is_refused_at_build() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("max_concurrent_runs"), "{err}");
+}
+
+/// A job with a cluster-wide limit of 2 and six partitions per slot: across two workers never more
+/// than 2 of its bodies at once, and every partition runs.
+#[tokio::test(start_paused = true)]
+async fn a_cluster_limit_holds_across_workers() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ledger = Ledger::default();
+    let job = |id: &str| {
+        ledger
+            .job("*/30 * * * * *", 2.0, clock, id)
+            .overlap(Overlap::Allow)
+            .cluster_limit(2)
+            .partitions(|| async { Ok::<_, slotguard::JobError>(["a", "b", "c", "d", "e", "f"]) })
+    };
+    let mut handles = Vec::new();
+    for (id, role) in [
+        ("sched", Role::Scheduler),
+        ("w1", Role::Worker),
+        ("w2", Role::Worker),
+    ] {
+        handles.push(process(&store, clock, id, role, job(id)).await);
+    }
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    stop(handles).await;
+    let all = ledger.all();
+    assert_eq!(
+        all.len(),
+        6,
+        "every partition of the 01:00:30 slot ran: {all:#?}"
+    );
+    for e in &all {
+        let at_once = all.iter().filter(|o| o.2 <= e.2 && e.2 < o.3).count();
+        assert!(at_once <= 2, "{at_once} at once at {}", e.2);
+    }
+    let workers: std::collections::HashSet<&str> = all.iter().map(|e| e.1.as_str()).collect();
+    assert!(workers.iter().all(|w| w.starts_with('w')), "{workers:?}");
 }

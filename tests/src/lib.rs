@@ -49,6 +49,8 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
         job: job.to_owned(),
         max_attempts,
         overlap: slotguard::Overlap::Allow,
+        limit: None,
+        cluster_limit: None,
     }
 }
 
@@ -875,4 +877,38 @@ pub async fn slots_are_queued_once(backend: &dyn Backend) {
             status: RunStatus::Skipped
         }]
     );
+}
+
+/// A job's limits on due work: at most `limit` runs from one call, and never more than
+/// `cluster_limit` of the job's runs `running` and fresh in the store.
+pub async fn due_work_keeps_its_limits(backend: &dyn Backend) {
+    let job = "contract_limits";
+    let stale = Duration::from_secs(60);
+    let slots: Vec<ClaimRequest> = (0..6)
+        .map(|i| request(job, &format!("2026-01-06T00:00:0{i}Z"), stale))
+        .collect();
+    let queued = backend.enqueue_slots(&slots).await.expect("enqueue");
+    assert!(queued.iter().all(|c| *c == Claim::Queued), "{queued:?}");
+    let own = [spec(job, 3).with_limits(Some(2), None)];
+    let first = backend.claim_due("w1", &own, 10).await.expect("due");
+    assert_eq!(first.len(), 2, "the call's limit for the job: {first:?}");
+    let cluster = [spec(job, 3).with_limits(None, Some(3))];
+    let second = backend.claim_due("w2", &cluster, 10).await.expect("due");
+    assert_eq!(second.len(), 1, "3 in the cluster, 2 running: {second:?}");
+    let none = backend.claim_due("w3", &cluster, 10).await.expect("due");
+    assert!(none.is_empty(), "the cluster is full: {none:?}");
+    let ok = Finish::succeeded();
+    assert!(
+        backend
+            .finish_one("w1", &first[0].lease, &ok)
+            .await
+            .expect("finish")
+    );
+    let third = backend.claim_due("w3", &cluster, 10).await.expect("due");
+    assert_eq!(third.len(), 1, "one ended, one more may run: {third:?}");
+    let free = backend
+        .claim_due("w4", &[spec(job, 3)], 10)
+        .await
+        .expect("due");
+    assert_eq!(free.len(), 2, "without limits, the rest: {free:?}");
 }

@@ -74,3 +74,8 @@ async fn lock_tokens_rise() {
 async fn slots_are_queued_once() {
     contract::slots_are_queued_once(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn due_work_keeps_its_limits() {
+    contract::due_work_keeps_its_limits(&backend()).await;
+}

@@ -748,17 +748,23 @@ impl SlotStore for PgBackend {
             return Ok(Vec::new());
         }
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
+        // A cluster-wide limit counts the job's running runs: its claimers take turns too.
         let exclusive: Vec<&str> = specs
             .iter()
-            .filter(|s| s.overlap != Overlap::Allow)
+            .filter(|s| s.overlap != Overlap::Allow || s.cluster_limit.is_some())
             .map(|s| s.job.as_str())
             .collect();
+        let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+        let limits: Vec<Option<i32>> = specs.iter().map(|s| int(s.limit)).collect();
+        let cluster: Vec<Option<i32>> = specs.iter().map(|s| int(s.cluster_limit)).collect();
         let query = sqlx::query(sql(&self.inner.statements.claim_due))
             .bind(owner)
             .bind(&jobs)
             .bind(&max_attempts)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(&overlaps);
+            .bind(&overlaps)
+            .bind(&limits)
+            .bind(&cluster);
         let rows = self.fetch_serialized(&exclusive, query).await?;
         rows.iter()
             .map(|row| -> Result<DueClaim, PgError> {

@@ -285,8 +285,14 @@ macro_rules! due_condition {
 
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
-/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies
-/// (same length), `$4` limit.
+/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies,
+/// `$6` their limits for this call and `$7` their cluster-wide limits (same length; NULL for none),
+/// `$4` limit.
+///
+/// - `running` counts the fresh `running` runs of each job with a cluster-wide limit, and `passing`
+///   numbers each job's candidates: a job gets at most `min($6, $7 - running)` runs from one call.
+///   The backend serialises the claims of such a job (`LOCK_JOBS`), so the count holds across
+///   concurrent claimers.
 ///
 /// - `eligible` and `first_due`: unless a job's overlap is `allow`, a run is due only while no other
 ///   run of its job and partition is `running` with a fresh heartbeat, and only the oldest due run
@@ -312,10 +318,19 @@ macro_rules! due_condition {
 pub(crate) const CLAIM_DUE: &str = concat!(
     r#"
 WITH spec AS (
-    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap
-    FROM unnest($2::text[], $3::integer[], $5::text[]) WITH ORDINALITY
-         AS s(job_name, max_attempts, overlap, ord)
+    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster
+    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[])
+         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ord)
     ORDER BY job_name, ord
+),
+running AS (
+    SELECT o.job_name, count(*) AS n
+    FROM {schema}.job_runs o
+    JOIN spec s ON s.job_name = o.job_name
+    WHERE s.cluster IS NOT NULL
+      AND o.status = 'running'
+      AND o.heartbeat_at + o.stale_after >= now()
+    GROUP BY o.job_name
 ),
 exhausted AS (
     SELECT j.id, s.max_attempts
@@ -345,17 +360,26 @@ eligible AS (
                  AND o.heartbeat_at + o.stale_after >= now()))
 ),
 first_due AS (
-    SELECT id, exclusive,
+    SELECT id, exclusive, job_name, scheduled_at, partition_key,
            row_number() OVER (PARTITION BY job_name, partition_key
                               ORDER BY scheduled_at) AS nth
     FROM eligible
+),
+passing AS (
+    SELECT id,
+           row_number() OVER (PARTITION BY job_name
+                              ORDER BY scheduled_at, partition_key) AS job_nth
+    FROM first_due
+    WHERE NOT exclusive OR nth = 1
 ),
 due AS (
     SELECT j.id
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    JOIN first_due f ON f.id = j.id
-    WHERE (NOT f.exclusive OR f.nth = 1)
+    JOIN passing p ON p.id = j.id
+    LEFT JOIN running r ON r.job_name = j.job_name
+    WHERE p.job_nth <= LEAST(COALESCE(s.lim, 2147483647),
+                             COALESCE(s.cluster - COALESCE(r.n, 0), 2147483647))
       -- Repeated so that a row another caller re-claimed and committed after this statement's
       -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
       AND "#,

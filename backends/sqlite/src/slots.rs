@@ -64,6 +64,11 @@ fn next_due_sql(count: usize) -> String {
     )
 }
 
+/// How many runs of job `?1` are running with a fresh heartbeat (by `?2`).
+const FRESH_RUNNING: &str = "
+SELECT count(*) FROM slotguard_job_runs
+WHERE job_name = ?1 AND status = 'running' AND heartbeat_at + stale_after_ms >= ?2";
+
 /// Whether another run of the job and partition is running with a fresh heartbeat (by `?3`).
 const BUSY: &str = "
 SELECT EXISTS (
@@ -700,14 +705,17 @@ impl Shared {
             .fetch_all(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        let mut claimed: Vec<DueClaim> = Vec::with_capacity(rows.len());
         let mut taken: Vec<(String, String)> = Vec::new();
         for row in rows {
             let (job, partition) = (&row.1, &row.3);
-            let exclusive = unique
-                .iter()
-                .find(|s| s.job == *job)
-                .is_some_and(|s| s.overlap != Overlap::Allow);
+            let Some(spec) = unique.iter().find(|s| s.job == *job) else {
+                continue;
+            };
+            if self.is_full(&mut w, spec, &claimed, now).await? {
+                continue;
+            }
+            let exclusive = spec.overlap != Overlap::Allow;
             if exclusive {
                 let pair = (job.clone(), partition.clone());
                 if taken.contains(&pair) || self.busy(&mut w, job, partition, now).await? {
@@ -719,6 +727,27 @@ impl Shared {
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(claimed)
+    }
+
+    /// Whether `spec`'s job may have no more runs handed out, after `claimed` in this call.
+    async fn is_full(
+        &self,
+        w: &mut WriteTx<'_>,
+        spec: &DueSpec,
+        claimed: &[DueClaim],
+        now: i64,
+    ) -> Result<bool, SqliteError> {
+        let handed = claimed.iter().filter(|c| c.key.job == spec.job).count();
+        let running = match spec.cluster_limit {
+            Some(_) => sqlx::query_scalar::<_, i64>(FRESH_RUNNING)
+                .bind(&spec.job)
+                .bind(now)
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(|e| self.query_error(e))?,
+            None => 0,
+        };
+        Ok(spec.is_full(handed, usize::try_from(running).unwrap_or(usize::MAX)))
     }
 
     /// Stale or handed-over runs with no attempts left are dead, not claimed.

@@ -108,3 +108,9 @@ async fn slots_are_queued_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::slots_are_queued_once(&backend(&dir).await).await;
 }
+
+#[tokio::test]
+async fn due_work_keeps_its_limits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::due_work_keeps_its_limits(&backend(&dir).await).await;
+}

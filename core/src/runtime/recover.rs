@@ -87,8 +87,11 @@ pub(crate) async fn due_round(
             .as_ref()
             .and_then(|l| Arc::clone(l).try_acquire_owned().ok());
         let rt = Arc::clone(rt);
+        let job = Arc::clone(&admitted.job);
+        job.bodies.fetch_add(1, Ordering::AcqRel);
         rt.tracker.clone().spawn(async move {
             run::execute(rt, admitted).await;
+            job.bodies.fetch_sub(1, Ordering::AcqRel);
             drop(room);
         });
     }
@@ -99,5 +102,7 @@ pub(crate) async fn due_round(
 /// the flag raised (a job at overlap `skip` running here leaves its next attempt to another
 /// replica, or to a later round).
 fn may_claim(job: &JobEntry) -> bool {
-    (job.overlap_by_store() || !job.running.load(Ordering::Acquire)) && !job.is_paused()
+    (job.overlap_by_store() || !job.running.load(Ordering::Acquire))
+        && !job.is_paused()
+        && job.has_room()
 }

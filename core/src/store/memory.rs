@@ -293,11 +293,15 @@ impl SlotStore for MemoryBackend {
         let mut inner = self.lock();
         self.check(&inner)?;
         let due = inner.due(specs, now);
-        let mut claimed = Vec::new();
+        let mut claimed: Vec<DueClaim> = Vec::new();
         let mut taken: HashSet<(String, String)> = HashSet::new();
         for (key, spec) in due {
             if claimed.len() >= limit {
                 break;
+            }
+            let mine = claimed.iter().filter(|c| c.key.job == key.job).count();
+            if spec.is_full(mine, inner.fresh_running(&key.job, now)) {
+                continue;
             }
             let exclusive = spec.overlap != Overlap::Allow;
             let pair = (key.job.clone(), key.partition.clone());
@@ -514,6 +518,14 @@ impl Inner {
     fn next_token(&mut self) -> i64 {
         self.next_token += 1;
         self.next_token
+    }
+
+    /// How many runs of `job` are running with a fresh heartbeat.
+    fn fresh_running(&self, job: &str, now: DateTime<Utc>) -> usize {
+        self.runs
+            .iter()
+            .filter(|(k, r)| k.job == job && r.status == RunStatus::Running && !is_stale(r, now))
+            .count()
     }
 
     /// Another run of the same job and partition is running with a fresh heartbeat.

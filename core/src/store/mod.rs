@@ -182,6 +182,12 @@ pub struct DueSpec {
     /// out while no other run of the same job and partition is `running` with a fresh heartbeat,
     /// and at most one per job and partition per call.
     pub overlap: Overlap,
+    /// At most this many runs of the job handed out by this call (a worker's room for the job);
+    /// `None`: only the call's limit.
+    pub limit: Option<u32>,
+    /// At most this many runs of the job `running` with a fresh heartbeat in the whole store once
+    /// the call has handed its runs out; `None`: no such limit.
+    pub cluster_limit: Option<u32>,
 }
 
 impl DueSpec {
@@ -191,7 +197,23 @@ impl DueSpec {
             job: job.into(),
             max_attempts,
             overlap: Overlap::Skip,
+            limit: None,
+            cluster_limit: None,
         }
+    }
+
+    /// The same spec with a limit on this call's runs of the job and one across the store.
+    pub fn with_limits(mut self, limit: Option<u32>, cluster_limit: Option<u32>) -> Self {
+        self.limit = limit;
+        self.cluster_limit = cluster_limit;
+        self
+    }
+
+    /// Whether a call that handed out `handed` runs of the job may hand out no more, with `running`
+    /// runs of the job `running` and fresh in the store (those handed out included).
+    pub fn is_full(&self, handed: usize, running: usize) -> bool {
+        self.limit.is_some_and(|n| handed >= n as usize)
+            || self.cluster_limit.is_some_and(|n| running >= n as usize)
     }
 
     /// The same spec with another overlap policy.

@@ -191,6 +191,8 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
                 job: "due".into(),
                 max_attempts: 3,
                 overlap: slotguard::Overlap::Allow,
+                limit: None,
+                cluster_limit: None,
             }];
             barrier.wait().await;
             let mut claimed = Vec::new();
@@ -227,6 +229,8 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
         job: "due".into(),
         max_attempts: 3,
         overlap: slotguard::Overlap::Allow,
+        limit: None,
+        cluster_limit: None,
     }];
     assert!(
         backend
