@@ -48,6 +48,7 @@ pub struct Job {
     pub(crate) overlap: Option<Overlap>,
     pub(crate) catch_up: Option<CatchUp>,
     pub(crate) deadline: Option<std::time::Duration>,
+    pub(crate) retention: Option<std::time::Duration>,
     pub(crate) partitions: Option<PartitionProvider>,
     /// Per process (`.0`) and cluster-wide (`.1`) limits on the job's bodies claimed from the store.
     pub(crate) limits: (Option<u32>, Option<u32>),
@@ -67,6 +68,7 @@ impl fmt::Debug for Job {
             .field("overlap", &self.overlap)
             .field("catch_up", &self.catch_up)
             .field("deadline", &self.deadline)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +100,7 @@ impl Job {
             overlap: None,
             catch_up: None,
             deadline: None,
+            retention: None,
             partitions: None,
             limits: (None, None),
             handler,
@@ -179,6 +182,15 @@ impl Job {
     #[must_use]
     pub fn deadline(mut self, after: std::time::Duration) -> Self {
         self.deadline = Some(after);
+        self
+    }
+
+    /// How long the job's finished runs are kept, with their attempts and audit records (default:
+    /// the scheduler's [`retention`](crate::SchedulerBuilder::retention), 30 days). From 1 s to
+    /// 100 years. Needs the `slot` level (only it keeps history).
+    #[must_use]
+    pub fn retention(mut self, keep: std::time::Duration) -> Self {
+        self.retention = Some(keep);
         self
     }
 

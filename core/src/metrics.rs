@@ -17,6 +17,7 @@
 //! | `job_overdue` | gauge | `job_name` | 1 while a slot has not succeeded by its deadline |
 //! | `job_overdue_total` | counter | `job_name` | slots that passed their deadline without success |
 //! | `job_slots_enqueued_total` | counter | `job_name` | slots this `scheduler`-role process queued for workers |
+//! | `job_runs_pruned_total` | counter | `job_name` | finished runs this process deleted past their retention (with their attempts and audit records) |
 //! | `scheduler_clock_skew_seconds` | gauge | none | this replica's clock minus the store's, at the last measurement ([`ClockSync`](crate::ClockSync)) |
 
 use std::time::Duration;
@@ -67,6 +68,10 @@ pub(crate) fn ownership_lost(job: &str) {
 pub(crate) fn overdue(job: &str) {
     counter!("job_overdue_total", "job_name" => job.to_owned()).increment(1);
     gauge!("job_overdue", "job_name" => job.to_owned()).set(1.0);
+}
+
+pub(crate) fn runs_pruned(job: &str, count: u64) {
+    counter!("job_runs_pruned_total", "job_name" => job.to_owned()).increment(count);
 }
 
 pub(crate) fn clock_skew(skew: chrono::TimeDelta) {

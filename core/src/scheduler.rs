@@ -55,6 +55,7 @@ pub struct Scheduler {
     catch_up_rate: f64,
     stale_after: Duration,
     clock_check: Duration,
+    prune_interval: Duration,
 }
 
 impl fmt::Debug for Scheduler {
@@ -150,6 +151,33 @@ impl Scheduler {
         Some(admin)
     }
 
+    /// Starts the upkeep of the store: the heartbeats of the runs this process executes and its row
+    /// in the replica registry until `done` (after a shutdown's runs; the row is then removed), and
+    /// pruning of history past its retention until shutdown. The registry task is returned: the
+    /// shutdown waits for its removal.
+    fn upkeep(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        let backend = self.backend.as_ref()?;
+        if let (Some(slots), true) = (&self.runtime.slots, self.runtime.role.executes()) {
+            let heartbeats = Arc::clone(&slots.heartbeats);
+            let (owner, done) = (Arc::clone(&self.runtime.owner), done.clone());
+            let backend = Arc::clone(backend);
+            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        }
+        self.runtime.tracker.spawn(crate::runtime::retention::prune(
+            Arc::clone(&self.runtime),
+            Arc::clone(backend),
+            self.prune_interval,
+        ));
+        let every = self.recovery_interval;
+        Some(tokio::spawn(crate::runtime::registry::keep(
+            Arc::clone(&self.runtime),
+            Arc::clone(backend),
+            every,
+            crate::runtime::registry::gone_after(every, self.stale_after),
+            done.clone(),
+        )))
+    }
+
     /// Runs one slot of `job` through its guard chain, then stops: the way to run slotguard under an
     /// external trigger (a Kubernetes CronJob, a systemd timer) that starts a process per slot.
     /// The slot comes from `source` ([`SlotSource::from_env`](crate::SlotSource::from_env) reads
@@ -193,7 +221,7 @@ impl Scheduler {
             let (owner, done) = (Arc::clone(&rt.owner), heartbeat_done.clone());
             tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
         }
-        let handle = SchedulerHandle::new(Arc::clone(&rt), heartbeat_done);
+        let handle = SchedulerHandle::new(Arc::clone(&rt), None, heartbeat_done);
         if let Some(external) = self.external {
             let handle = handle.clone();
             tokio::spawn(async move {
@@ -212,15 +240,8 @@ impl Scheduler {
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
         let role = self.runtime.role;
-        if let (Some(backend), Some(slots), true) =
-            (&self.backend, &self.runtime.slots, role.executes())
-        {
-            let heartbeats = Arc::clone(&slots.heartbeats);
-            let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
-            let backend = Arc::clone(backend);
-            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
-        }
-        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done);
+        let registry = self.upkeep(&heartbeat_done);
+        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), registry, heartbeat_done);
         let rt = &self.runtime;
         if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {
             // `try_start` measured before it registered; `start` measures before the timer plans.
@@ -369,6 +390,8 @@ pub struct SchedulerBuilder {
     namespace: String,
     catch_up_rate: f64,
     spread: Option<Duration>,
+    retention: Duration,
+    prune_interval: Duration,
     claim_ahead_set: bool,
     role: Role,
     max_runs: Option<usize>,
@@ -399,6 +422,8 @@ impl Default for SchedulerBuilder {
             namespace: "default".to_owned(),
             catch_up_rate: 1.0,
             spread: None,
+            retention: DEFAULT_RETENTION,
+            prune_interval: Duration::from_secs(600),
             claim_ahead_set: false,
             role: Role::All,
             max_runs: None,
@@ -469,6 +494,22 @@ impl SchedulerBuilder {
     /// `Duration::ZERO` turns it off; at most 1 s.
     pub fn load_spread(mut self, spread: Duration) -> Self {
         self.spread = Some(spread);
+        self
+    }
+
+    /// How long finished runs are kept, with their attempts, checkpoints and audit records, for
+    /// jobs that do not set their own [`Job::retention`] (default 30 days; from 1 s to 100 years).
+    /// Runs that may still run again (`pending`, `running`, `abandoned` with a next attempt) are
+    /// kept whatever their age, and so is each job's newest scheduled slot.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.retention = keep;
+        self
+    }
+
+    /// How often a replica tries to prune history past its retention (default 10 minutes; at
+    /// least 100 ms). Replicas take turns through a lock: one prunes, the others skip the round.
+    pub fn prune_interval(mut self, every: Duration) -> Self {
+        self.prune_interval = every.max(Duration::from_millis(100));
         self
     }
 
@@ -645,6 +686,7 @@ impl SchedulerBuilder {
             has_locks: self.backend.is_some() || self.lock_store.is_some(),
             stale_after: self.stale_after,
             namespace: &self.namespace,
+            retention: self.retention,
         };
         let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
         let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());
@@ -705,6 +747,9 @@ impl SchedulerBuilder {
                     self.spread.unwrap_or_default()
                 ),
             );
+        }
+        if let Err(problem) = check_retention(self.retention) {
+            setting("retention", problem);
         }
         if self.max_runs == Some(0) {
             setting(
@@ -853,7 +898,25 @@ impl SchedulerBuilder {
             catch_up_rate: self.catch_up_rate,
             stale_after: self.stale_after,
             clock_check: self.clock_check,
+            prune_interval: self.prune_interval,
         }
+    }
+}
+
+/// The default of [`SchedulerBuilder::retention`]: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The longest retention accepted: a century, "forever" in practice.
+const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A retention from 1 s to [`MAX_RETENTION`], or what is wrong with it.
+fn check_retention(keep: Duration) -> Result<(), String> {
+    if (Duration::from_secs(1)..=MAX_RETENTION).contains(&keep) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{keep:?} is out of range: expected 1 s to 100 years"
+        ))
     }
 }
 
@@ -874,6 +937,7 @@ struct Defaults<'a> {
     has_locks: bool,
     stale_after: Duration,
     namespace: &'a str,
+    retention: Duration,
 }
 
 /// Whether a job asks for a setting.
@@ -890,10 +954,37 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     }),
     ("partitions", |j| j.partitions.is_some()),
     ("a deadline", |j| j.deadline.is_some()),
+    ("a retention", |j| j.retention.is_some()),
     ("a process or cluster limit", |j| {
         j.limits.0.is_some() || j.limits.1.is_some()
     }),
 ];
+
+/// A job's own settings out of range: its retention, its process and cluster limits.
+fn job_settings(job: &Job) -> Result<(), ConfigError> {
+    if let Some(Err(problem)) = job.retention.map(check_retention) {
+        return Err(ConfigError::Setting {
+            setting: "retention",
+            problem: format!("job `{}`: {problem}", job.name),
+        });
+    }
+    if let Some(setting) = [
+        ("process_limit", job.limits.0),
+        ("cluster_limit", job.limits.1),
+    ]
+    .into_iter()
+    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
+    {
+        return Err(ConfigError::Setting {
+            setting,
+            problem: format!(
+                "job `{}`: 0 would never run it; expected 1 or more",
+                job.name
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// Validates one job: its name, zone, expression, level and the settings its level allows.
 fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError> {
@@ -933,21 +1024,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
             what,
         });
     }
-    if let Some(setting) = [
-        ("process_limit", job.limits.0),
-        ("cluster_limit", job.limits.1),
-    ]
-    .into_iter()
-    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
-    {
-        return Err(ConfigError::Setting {
-            setting,
-            problem: format!(
-                "job `{}`: 0 would never run it; expected 1 or more",
-                job.name
-            ),
-        });
-    }
+    job_settings(job)?;
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
@@ -964,6 +1041,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         overlap,
         catch_up: job.catch_up.unwrap_or_default(),
         deadline: job.deadline,
+        retention: job.retention.unwrap_or(defaults.retention),
         partitions: job.partitions.clone(),
         paused: AtomicBool::new(false),
         backlog: AtomicBool::new(false),
@@ -1083,12 +1161,7 @@ pub fn derive_lock_key(namespace: &str, job: &str) -> i64 {
 
 fn default_instance_id() -> String {
     use std::hash::{BuildHasher, RandomState};
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".to_owned());
+    let host = crate::runtime::registry::host();
     let random = RandomState::new().hash_one(std::process::id()) & 0xffff;
     format!("{host}:{}:{random:04x}", std::process::id())
 }

@@ -32,7 +32,8 @@
 //! - the sequence `fencing_tokens`;
 //! - `lock_keys`: which job of which application owns an advisory-lock key;
 //! - `jobs`: the jobs schedulers registered, with their pause state;
-//! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why.
+//! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why;
+//! - `replicas`: the scheduler processes, each refreshed on its recovery cadence.
 //!
 //! Staleness of a heartbeat is always judged by the database clock (`now()`), never by a replica's.
 //!
@@ -63,6 +64,8 @@ mod locks;
 pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
 mod migrate;
 mod queue;
+mod replicas;
+mod retention;
 mod sql;
 
 use std::fmt;
@@ -99,7 +102,8 @@ pub const DEFAULT_SCHEMA: &str = "slotguard";
 const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`],
-/// [`AdminStore`](slotguard::store::AdminStore) and [`Backend`].
+/// [`AdminStore`](slotguard::store::AdminStore), [`ReplicaStore`](slotguard::store::ReplicaStore),
+/// [`RetentionStore`](slotguard::store::RetentionStore) and [`Backend`].
 ///
 /// Cheap to clone; clones share the pool and the lock connection. When the last clone is dropped,
 /// the lock connection closes and the server releases its locks; call [`PgBackend::close`] to do

@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0005_checkpoints.sql"),
     },
     Migration {
+        version: 6,
+        description: "replica registry and retention indexes",
+        sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
+    },
+    Migration {
         version: 8,
         description: "queue: active runs by slot",
         sql: include_str!("../migrations/0008_queue.sql"),

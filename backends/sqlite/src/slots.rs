@@ -48,8 +48,9 @@ const INSERT_IDLE: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, stale_after_ms, created_at, updated_at,
     error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint,
-    next_attempt_at)
-VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+    next_attempt_at, finished_at)
+VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
+        CASE WHEN ?4 = 'skipped' THEN ?6 END)
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING";
 
 /// The earliest `next_attempt_at` after `?1` of a `pending` run of the jobs bound from `?2` on, for
@@ -111,7 +112,7 @@ const DUE_JOBS: &str = "SELECT DISTINCT job_name FROM (";
 /// buffer_one: the slots of the job and partition that were waiting give way to the newer one.
 const SUPERSEDE_WAITING: &str = "
 UPDATE slotguard_job_runs
-SET status = 'skipped', error_message = ?3, updated_at = ?4
+SET status = 'skipped', error_message = ?3, updated_at = ?4, finished_at = ?4
 WHERE job_name = ?1 AND partition_key = ?2 AND status = 'pending' AND next_attempt_at IS NULL";
 
 /// replace: the running attempts of the job and partition are abandoned (before their runs, which

@@ -17,6 +17,8 @@ pub(crate) mod control;
 mod deadline;
 pub(crate) mod enqueue;
 pub(crate) mod recover;
+pub(crate) mod registry;
+pub(crate) mod retention;
 pub(crate) mod run;
 mod tick;
 pub(crate) mod timer;

@@ -18,6 +18,9 @@ use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::policy::Overlap;
 
+mod registry;
+mod retention;
+
 /// The in-process backend. Clones share the same rows and locks, so several schedulers in one process
 /// (standing in for replicas) can race on it.
 ///
@@ -39,6 +42,7 @@ struct Inner {
     lock_keys: HashMap<i64, (String, String)>,
     jobs: std::collections::BTreeMap<String, JobRecord>,
     audit: Vec<AuditRecord>,
+    replicas: std::collections::BTreeMap<String, registry::Replica>,
     unavailable: bool,
 }
 
@@ -374,6 +378,7 @@ impl SlotStore for MemoryBackend {
                     owner: String::new(),
                     token: 0,
                     message: Some(reason.to_owned()),
+                    finished_at: Some(now),
                     attempts: Vec::new(),
                     ..Run::new(id, request, now)
                 },
@@ -534,6 +539,21 @@ impl Inner {
         })
     }
 
+    /// buffer_one: the slots of `key`'s job and partition that were waiting give way to a newer one.
+    fn supersede_waiting(&mut self, key: &SlotKey, now: DateTime<Utc>) {
+        for (k, run) in self.runs.iter_mut() {
+            if k.job == key.job
+                && k.partition == key.partition
+                && run.status == RunStatus::Pending
+                && run.next_attempt_at.is_none()
+            {
+                run.status = RunStatus::Skipped;
+                run.message = Some("overlap: superseded by a newer slot".into());
+                run.finished_at = Some(now);
+            }
+        }
+    }
+
     /// A new slot under its overlap policy: claimed for `owner`, or with `queue` written `pending`
     /// and due at its instant for a worker.
     fn claim_new(
@@ -551,16 +571,7 @@ impl Inner {
                 "overlap: a previous run is still running",
             )),
             (true, Overlap::BufferOne) => {
-                for (k, run) in self.runs.iter_mut() {
-                    if k.job == key.job
-                        && k.partition == key.partition
-                        && run.status == RunStatus::Pending
-                        && run.next_attempt_at.is_none()
-                    {
-                        run.status = RunStatus::Skipped;
-                        run.message = Some("overlap: superseded by a newer slot".into());
-                    }
-                }
+                self.supersede_waiting(key, now);
                 Some((RunStatus::Pending, "overlap: waiting for the running slot"))
             }
             (true, Overlap::Replace) => {
@@ -572,6 +583,7 @@ impl Inner {
                         run.status = RunStatus::Abandoned;
                         run.next_attempt_at = None;
                         run.message = Some("replaced by a newer slot".into());
+                        run.finished_at = Some(now);
                         run.end_attempt(RunStatus::Abandoned, "replaced by a newer slot", now);
                     }
                 }
@@ -596,6 +608,7 @@ impl Inner {
             run.status = status;
             run.owner = String::new();
             run.message = Some(message.to_owned());
+            run.finished_at = (status == RunStatus::Skipped).then_some(now);
             run.attempts.clear();
             self.runs.insert(key.clone(), run);
             return Claim::Taken { status };

@@ -1,4 +1,6 @@
-//! The traits a backend implements: slot rows with fencing, and cluster-wide locks.
+//! The traits a backend implements: slot rows with fencing, cluster-wide locks, what operators read
+//! and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and history retention
+//! ([`RetentionStore`]).
 //!
 //! Policy lives in the runtime; a backend holds mechanism only. The memory backend in this crate
 //! implements both traits so that the `lock` and `slot` semantics are tested without a database; the
@@ -15,12 +17,16 @@ use crate::policy::Overlap;
 
 pub mod admin;
 pub mod memory;
+pub mod replicas;
+pub mod retention;
 pub(crate) mod vocab;
 
 pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunFilter, RunRecord,
 };
+pub use replicas::{ReplicaInfo, ReplicaRecord, ReplicaStore};
+pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionStore};
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
@@ -525,7 +531,7 @@ pub trait LockStore: Send + Sync + 'static {
 
 /// A store for every guard level and for operators: what
 /// [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend) takes.
-pub trait Backend: SlotStore + LockStore + AdminStore {
+pub trait Backend: SlotStore + LockStore + AdminStore + ReplicaStore + RetentionStore {
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 }

@@ -523,8 +523,8 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
     .await
     .expect("tables");
     assert_eq!(
-        tables, 6,
-        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, migrations"
+        tables, 7,
+        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, replicas, migrations"
     );
     backend.close().await;
 }
