@@ -37,6 +37,8 @@ mod catchup_kill;
 mod dst;
 #[path = "faults/lock_session.rs"]
 mod lock_session;
+#[path = "faults/redis.rs"]
+mod redis;
 #[path = "faults/rolling.rs"]
 mod rolling;
 #[path = "faults/tick_restart.rs"]
@@ -114,6 +116,14 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "spread",
         "no faults: each of 3 replicas runs its share of 5 every-second jobs",
+    ),
+    (
+        "redisrows",
+        "Redis locks in front of the rows: kill -9 / SIGSTOP (past the lease) the busy replica, in turn",
+    ),
+    (
+        "redislock",
+        "Redis alone at level lock: kill -9 / SIGSTOP (past the lease) the busy replica, in turn",
     ),
 ];
 
@@ -253,17 +263,24 @@ impl Sc<'_> {
         format!("{}_{instance}", self.schema)
     }
 
+    /// `sg-node`'s arguments: the scenario's namespace, the store (this scenario's schema unless
+    /// `extra` names one), the instance and the ledger, then `extra`.
     fn args(&self, instance: &str, port: u16, extra: &[String]) -> Vec<String> {
-        let mut v: Vec<String> = vec![
-            "--namespace".into(),
-            self.schema.clone(),
-            "--store".into(),
-            format!("postgres:{}#{}", self.url_via(port, instance), self.schema),
+        let mut v: Vec<String> = vec!["--namespace".into(), self.schema.clone()];
+        if !extra.iter().any(|a| a == "--store") {
+            v.push("--store".into());
+            v.push(format!(
+                "postgres:{}#{}",
+                self.url_via(port, instance),
+                self.schema
+            ));
+        }
+        v.extend([
             "--instance".into(),
             instance.into(),
             "--ledger".into(),
             self.ledger.to_string_lossy().into_owned(),
-        ];
+        ]);
         v.extend(extra.iter().cloned());
         v
     }
@@ -1869,6 +1886,8 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "locksession" => lock_session::locksession(&mut sc),
         "tickrestart" => tick_restart::tickrestart(&mut sc),
         "spread" => busy::spread(&mut sc),
+        "redisrows" => redis::redisrows(&mut sc),
+        "redislock" => redis::redislock(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

@@ -101,7 +101,19 @@ pub(super) fn busy_rounds(
     rounds: usize,
     fault: &mut AtBusy,
 ) -> Busy {
-    let mut nodes = sc.spawn_many(3, &busy_args(960));
+    busy_rounds_on(sc, out, rounds, &busy_args(960), fault)
+}
+
+/// [`busy_rounds`] with the replicas started on `args` (which must run [`BUSY_JOBS`] jobs every
+/// second at `slot`, as [`busy_args`] does).
+pub(super) fn busy_rounds_on(
+    sc: &mut Sc,
+    out: &mut Outcome,
+    rounds: usize,
+    args: &[String],
+    fault: &mut AtBusy,
+) -> Busy {
+    let mut nodes = sc.spawn_many(3, args);
     let pool = sc.pool();
     let from = Utc::now() + chrono_ms(1_000);
     let mut hit = 0;
@@ -158,11 +170,11 @@ pub(super) fn busykill(sc: &mut Sc) -> Outcome {
 }
 
 /// A replica stopped while it ran the bodies of `jobs`.
-struct Freeze {
-    pid: u32,
-    jobs: Vec<String>,
-    stopped: DateTime<Utc>,
-    resumed: DateTime<Utc>,
+pub(super) struct Freeze {
+    pub(super) pid: u32,
+    pub(super) jobs: Vec<String>,
+    pub(super) stopped: DateTime<Utc>,
+    pub(super) resumed: DateTime<Utc>,
 }
 
 pub(super) fn busystop(sc: &mut Sc) -> Outcome {
@@ -210,7 +222,10 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
 
 /// For each job a frozen replica was running: how long after the stop the job's next execution
 /// started (any process, any slot); until the end of the ledger when none did.
-fn blocked_for(freezes: &[Freeze], effects: &[Effect]) -> Vec<(String, chrono::Duration)> {
+pub(super) fn blocked_for(
+    freezes: &[Freeze],
+    effects: &[Effect],
+) -> Vec<(String, chrono::Duration)> {
     let last = effects
         .iter()
         .filter_map(|e| e.at)

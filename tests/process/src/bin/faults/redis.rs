@@ -1,0 +1,249 @@
+//! `redisrows` and `redislock`: the jobs' locks in Redis (`slotguard-redis`, a throwaway
+//! `redis-server` of the scenario's own, nothing on disk), and faults aimed at the replica that is
+//! running the jobs right now: `kill -9` (then restarted) and `SIGSTOP` past the lease's TTL, in
+//! turn.
+//!
+//! - `redisrows`: Redis in front of the PostgreSQL slot rows (level `slot`), the `busy*` set-up;
+//!   checked with (a)-(e) over the rows, as without Redis.
+//! - `redislock`: Redis alone (level `lock`, no rows, the lease's token in the ledger); checked with
+//!   the lease invariants of `slotguard_process_tests::lease` (one execution of a job at a time
+//!   unless the earlier holder was stopped and the later one has a higher token; tokens rise), and
+//!   every job the faulted replica ran starts again within the lease TTL + 2 s.
+
+use slotguard_process_tests::lease::{self, Frozen};
+use slotguard_process_tests::redis::RedisServer;
+
+use super::busy::{BUSY_JOBS, BUSY_STALE_MS, Freeze, blocked_for, busy_args, busy_rounds_on};
+use super::*;
+
+/// The Redis lease's time to live in these scenarios.
+const LEASE_MS: u64 = 1_500;
+
+/// `--lock-store` and `--lease-ms` for `redis`.
+fn redis_args(redis: &RedisServer) -> Vec<String> {
+    strings(&[
+        "--lock-store",
+        &format!("redis:{}", redis.url()),
+        "--lease-ms",
+        &LEASE_MS.to_string(),
+    ])
+}
+
+pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
+    let rounds = if sc.h.quick { 4 } else { 10 };
+    let mut out = Outcome::new(
+        "Redis locks in front of PostgreSQL rows (lease 1.5 s, stale 3 s); rounds alternate kill -9 (restarted) and SIGSTOP 5-5.5 s of the replica running job bodies right now (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
+    );
+    let redis = RedisServer::start();
+    let mut args = busy_args(960);
+    args.extend(redis_args(&redis));
+    let (mut kills, mut freezes, mut round) = (Vec::new(), Vec::new(), 0);
+    let busy = busy_rounds_on(sc, &mut out, rounds, &args, &mut |sc, _, nodes, i, jobs| {
+        let pid = nodes[i].pid();
+        round += 1;
+        if round % 2 == 1 {
+            kills.push((pid, sc.kill(pid)));
+            nodes[i] = sc.spawn(&format!("n{i}"), &args);
+            sleep(Duration::from_millis(BUSY_STALE_MS) + sc.rng.ms(1_000, 2_000));
+        } else {
+            signal(pid, "STOP");
+            let stopped = Utc::now();
+            sleep(secs(5) + sc.rng.ms(0, 500));
+            signal(pid, "CONT");
+            freezes.push(Freeze {
+                pid,
+                jobs,
+                stopped,
+                resumed: Utc::now(),
+            });
+            sleep(Duration::from_millis(BUSY_STALE_MS));
+        }
+        true
+    });
+    let interrupted = interrupted_by(&kills, &busy.runs, &busy.effects);
+    let worst = blocked_for(&freezes, &busy.effects)
+        .into_iter()
+        .map(|(_, g)| g)
+        .max();
+    out.fig("kills", kills.len());
+    out.fig("stops", freezes.len());
+    out.fig("interrupted-executions", interrupted.count);
+    out.fig("taken-over", interrupted.latencies.len());
+    out.fig(
+        "stopped-longest-without-a-start",
+        worst.map_or("-".into(), secs_f),
+    );
+    out.invariants(&busy.report);
+    out.require(interrupted.unrecovered == 0, || {
+        format!(
+            "{} interrupted attempts never taken over",
+            interrupted.unrecovered
+        )
+    });
+    drop(redis);
+    out
+}
+
+/// The jobs a replica of `nodes` is running right now by the ledger (a `start` of the last 1.5 s with
+/// no line ending it), by its index, with each job's token; the one running the most.
+fn busy_by_ledger(sc: &Sc, nodes: &[Node]) -> Option<(usize, Vec<(String, i64)>)> {
+    let effects = read_ledger(&sc.ledger);
+    let recent = Utc::now() - chrono_ms(LEASE_MS as i64);
+    let ended: BTreeSet<(i64, u32)> = effects
+        .iter()
+        .filter(|e| e.kind != "start")
+        .map(|e| (e.token, e.pid))
+        .collect();
+    let mut per_node: BTreeMap<usize, Vec<(String, i64)>> = BTreeMap::new();
+    for e in effects.iter().filter(|e| e.kind == "start") {
+        let open = !ended.contains(&(e.token, e.pid)) && e.at.is_some_and(|at| at > recent);
+        if let Some(i) = nodes.iter().position(|n| n.pid() == e.pid).filter(|_| open) {
+            per_node
+                .entry(i)
+                .or_default()
+                .push((e.job.clone(), e.token));
+        }
+    }
+    per_node.into_iter().max_by_key(|(_, jobs)| jobs.len())
+}
+
+/// A fault of `redislock`: when, and the jobs the replica was running under which tokens.
+struct Hit {
+    at: DateTime<Utc>,
+    jobs: Vec<(String, i64)>,
+}
+
+pub(super) fn redislock(sc: &mut Sc) -> Outcome {
+    let rounds = if sc.h.quick { 4 } else { 12 };
+    let limit = chrono_ms(LEASE_MS as i64 + 2_000);
+    let mut out = Outcome::new(
+        "Redis alone (level lock, lease 1.5 s, no rows); rounds alternate kill -9 (restarted) and SIGSTOP 2.5-3 s of the replica running job bodies right now (at least half the rounds find one); every job it ran starts again, with a higher token, within the lease + 2 s; one execution of a job at a time, except a stopped holder overlapped by a higher token (fenced); tokens rise",
+    );
+    let redis = RedisServer::start();
+    let mut args = strings(&[
+        "--store",
+        "none",
+        "--guard",
+        "lock",
+        "--jobs",
+        "5",
+        "--cron",
+        "* * * * * *",
+        "--overlap",
+        "skip",
+        "--work-ms",
+        "960",
+        "--grace-ms",
+        "1000",
+        "--max-attempts",
+        "1",
+    ]);
+    args.extend(redis_args(&redis));
+    let mut nodes = sc.spawn_many(3, &args);
+    let (mut hits, mut frozen) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let busy = (0..3).find_map(|_| {
+            sleep_until(
+                next_second(Utc::now())
+                    + chrono::Duration::from_std(sc.rng.ms(150, 700)).expect("small"),
+            );
+            busy_by_ledger(sc, &nodes)
+        });
+        let Some((i, jobs)) = busy else { continue };
+        let pid = nodes[i].pid();
+        if round % 2 == 0 {
+            let at = sc.kill(pid);
+            nodes[i] = sc.spawn(&format!("n{i}"), &args);
+            hits.push(Hit { at, jobs });
+        } else {
+            signal(pid, "STOP");
+            let from = Utc::now();
+            sleep(Duration::from_millis(LEASE_MS + 1_000) + sc.rng.ms(0, 500));
+            let to = Utc::now();
+            signal(pid, "CONT");
+            frozen.push(Frozen { pid, from, to });
+            hits.push(Hit { at: from, jobs });
+        }
+        sleep(Duration::from_millis(LEASE_MS) + secs(1));
+    }
+    sleep(secs(1));
+    let unclean = stop_all(nodes);
+    drop(redis);
+
+    let effects = read_ledger(&sc.ledger);
+    let mut report = invariants::Report::default();
+    let fenced = lease::check(&mut report, &effects, &sc.killed, &frozen, Utc::now());
+    let takeovers = taken_over(&hits, &effects);
+    let worst = takeovers.iter().filter_map(|t| *t).max();
+    let woken = woken_endings(&frozen, &effects);
+    out.fig("rounds", rounds);
+    out.fig("kills", sc.killed.len());
+    out.fig("stops", frozen.len());
+    out.fig("executions", report.executions);
+    out.fig("jobs-hit", takeovers.len());
+    out.fig("takeover-max", worst.map_or("-".into(), secs_f));
+    out.fig("fenced-while-stopped", fenced.while_frozen);
+    out.fig("woken-told-lost", woken.get("lost").copied().unwrap_or(0));
+    out.fig(
+        "woken-ended-unaware",
+        woken.get("end").copied().unwrap_or(0),
+    );
+    out.fig("overlapping", report.overlapping);
+    out.fig("violations", report.violations.len());
+    out.failures.extend(report.violations.iter().cloned());
+    out.require(hits.len() * 2 >= rounds, || {
+        format!(
+            "only {} of {rounds} rounds found a busy replica",
+            hits.len()
+        )
+    });
+    let never = takeovers.iter().filter(|t| t.is_none()).count();
+    out.require(never == 0, || {
+        format!("{never} jobs of a faulted replica never ran again")
+    });
+    out.require(worst.is_none_or(|w| w <= limit), || {
+        format!("a take-over took {}", worst.map_or("-".into(), secs_f))
+    });
+    out.require(unclean == 0, || {
+        format!("{unclean} replicas exited uncleanly")
+    });
+    out
+}
+
+/// For each job a faulted replica ran: how long after the fault the job started again under a
+/// higher token (any replica); `None` when it never did.
+fn taken_over(hits: &[Hit], effects: &[Effect]) -> Vec<Option<chrono::Duration>> {
+    hits.iter()
+        .flat_map(|h| h.jobs.iter().map(move |j| (h.at, j)))
+        .map(|(at, (job, token))| {
+            effects
+                .iter()
+                .filter(|e| e.kind == "start" && e.job == *job && e.token > *token)
+                .filter_map(|e| e.at)
+                .filter(|t| *t > at)
+                .min()
+                .map(|t| t - at)
+        })
+        .collect()
+}
+
+/// How the executions that a stop froze ended once woken, by the kind of their ending line.
+fn woken_endings(frozen: &[Frozen], effects: &[Effect]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for f in frozen {
+        let open: BTreeSet<i64> = effects
+            .iter()
+            .filter(|e| e.pid == f.pid && e.kind == "start" && e.at.is_some_and(|at| at <= f.from))
+            .map(|e| e.token)
+            .collect();
+        for e in effects
+            .iter()
+            .filter(|e| e.pid == f.pid && e.kind != "start")
+        {
+            if open.contains(&e.token) && e.at.is_some_and(|at| at >= f.to) {
+                *out.entry(e.kind.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+    out
+}
