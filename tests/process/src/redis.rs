@@ -103,6 +103,24 @@ impl RedisServer {
                 .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
     }
 
+    /// How many keys match `pattern` (`KEYS`, for tests: the server holds few).
+    ///
+    /// # Panics
+    /// When the server does not answer with an array.
+    pub fn count_keys(&self, pattern: &str) -> usize {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let command = format!("*2\r\n$4\r\nKEYS\r\n${}\r\n{pattern}\r\n", pattern.len());
+        s.write_all(command.as_bytes()).expect("send");
+        let mut first = String::new();
+        BufReader::new(s).read_line(&mut first).expect("answer");
+        first
+            .trim_end()
+            .strip_prefix('*')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("KEYS answered {first:?}"))
+    }
+
     /// `kill -9`: what is only in memory is gone, as on a crash.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

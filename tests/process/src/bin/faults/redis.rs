@@ -30,9 +30,9 @@ fn redis_args(redis: &RedisServer) -> Vec<String> {
 }
 
 pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
-    let rounds = if sc.h.quick { 4 } else { 10 };
+    let rounds = if sc.h.quick { 2 } else { 10 };
     let mut out = Outcome::new(
-        "Redis locks in front of PostgreSQL rows (lease 1.5 s, stale 3 s); rounds alternate kill -9 (restarted) and SIGSTOP 5-5.5 s of the replica running job bodies right now (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
+        "Redis locks in front of PostgreSQL rows (lease 1.5 s, stale 3 s; one fence counter per job in Redis); rounds alternate kill -9 (restarted) and SIGSTOP 5-5.5 s of the replica running job bodies right now (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
     );
     let redis = RedisServer::start();
     let mut args = busy_args(960);
@@ -80,8 +80,17 @@ pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
             interrupted.unrecovered
         )
     });
-    drop(redis);
+    redis_was_used(&mut out, &redis, BUSY_JOBS);
     out
+}
+
+/// Checks that the jobs' locks were Redis's: one fence counter per job.
+fn redis_was_used(out: &mut Outcome, redis: &RedisServer, jobs: usize) {
+    let counters = redis.count_keys("{slotguard:*}:fence");
+    out.fig("redis-fence-counters", counters);
+    out.require(counters == jobs, || {
+        format!("{counters} fence counters in Redis for {jobs} jobs")
+    });
 }
 
 /// The jobs a replica of `nodes` is running right now by the ledger (a `start` of the last 1.5 s with
@@ -117,7 +126,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let limit = chrono_ms(LEASE_MS as i64 + 2_000);
     let mut out = Outcome::new(
-        "Redis alone (level lock, lease 1.5 s, no rows); rounds alternate kill -9 (restarted) and SIGSTOP 2.5-3 s of the replica running job bodies right now (at least half the rounds find one); every job it ran starts again, with a higher token, within the lease + 2 s; one execution of a job at a time, except a stopped holder overlapped by a higher token (fenced); tokens rise",
+        "Redis alone (level lock, lease 1.5 s, no rows; one fence counter per job in Redis); rounds alternate kill -9 (restarted) and SIGSTOP 2.5-3 s of the replica running job bodies right now (at least half the rounds find one); every job it ran starts again, with a higher token, within the lease + 2 s; one execution of a job at a time, except a stopped holder overlapped by a higher token (fenced); tokens rise",
     );
     let redis = RedisServer::start();
     let mut args = strings(&[
@@ -168,7 +177,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
     }
     sleep(secs(1));
     let unclean = stop_all(nodes);
-    drop(redis);
+    redis_was_used(&mut out, &redis, 5);
 
     let effects = read_ledger(&sc.ledger);
     let mut report = invariants::Report::default();
@@ -182,7 +191,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
     out.fig("executions", report.executions);
     out.fig("jobs-hit", takeovers.len());
     out.fig("takeover-max", worst.map_or("-".into(), secs_f));
-    out.fig("fenced-while-stopped", fenced.while_frozen);
+    out.fig("overlaps-fenced-while-stopped", fenced.while_frozen);
     out.fig("woken-told-lost", woken.get("lost").copied().unwrap_or(0));
     out.fig(
         "woken-ended-unaware",
