@@ -71,16 +71,24 @@ async fn fenced_write(pool: &SqlitePool, token: i64, writer: &str) -> bool {
     done
 }
 
-/// The writes the target accepted, oldest first: `(token, writer, at_us)`.
-fn accepted(db: &str) -> Vec<(i64, String, i64)> {
+/// The rows `sql` reads from the target.
+fn read_target<T>(db: &str, sql: &'static str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+{
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let pool = target(db).await;
-        sqlx::query_as("SELECT token, writer, at_us FROM accepted ORDER BY rowid")
-            .fetch_all(&pool)
-            .await
-            .expect("read")
+        sqlx::query_as(sql).fetch_all(&pool).await.expect("read")
     })
+}
+
+/// The writes the target accepted, oldest first: `(token, writer, at_us)`.
+fn accepted(db: &str) -> Vec<(i64, String, i64)> {
+    read_target(
+        db,
+        "SELECT token, writer, at_us FROM accepted ORDER BY rowid",
+    )
 }
 
 /// The first write the target accepted under a token above `token`, `(token, at_us)`, waiting up to
@@ -264,14 +272,9 @@ impl Pair {
 
 /// The row the target holds now: `(fence, writer)`.
 fn final_row(db: &str) -> (i64, String) {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let pool = target(db).await;
-        sqlx::query_as("SELECT fence, writer FROM ledger WHERE id = 1")
-            .fetch_one(&pool)
-            .await
-            .expect("read")
-    })
+    read_target(db, "SELECT fence, writer FROM ledger WHERE id = 1")
+        .pop()
+        .expect("the row")
 }
 
 #[test]

@@ -150,44 +150,37 @@ mod tests {
         assert_eq!(report.overlap_max, chrono::Duration::milliseconds(400));
     }
 
-    #[test]
-    fn a_stopped_holder_overlapped_by_a_higher_token_is_fenced() {
-        let effects = [
-            line("start", 10, 1, 0),
-            line("start", 11, 2, 2_000),
-            line("lost", 10, 1, 3_010),
-            line("end", 11, 2, 2_900),
-        ];
+    /// Pid 1 starts under `first` at 0 and is stopped from 300 ms to `woken` ms; pid 2 starts under
+    /// `second` at 2 s. The stop, and the ledger.
+    fn stopped_then_taken(first: i64, second: i64, woken: i64) -> ([Frozen; 1], [Effect; 4]) {
         let frozen = [Frozen {
             pid: 1,
             from: at(300),
-            to: at(3_000),
+            to: at(woken),
         }];
+        let effects = [
+            line("start", first, 1, 0),
+            line("start", second, 2, 2_000),
+            line("lost", first, 1, 3_010),
+            line("end", second, 2, 2_900),
+        ];
+        (frozen, effects)
+    }
+
+    #[test]
+    fn a_stopped_holder_overlapped_by_a_higher_token_is_fenced() {
+        let (frozen, effects) = stopped_then_taken(10, 11, 3_000);
         let (report, fenced) = run(&effects, &frozen);
         assert!(report.ok(), "{:?}", report.violations);
         assert_eq!(fenced.while_frozen, 1);
-        // Not stopped at the later start: a violation.
-        let early = [Frozen {
-            pid: 1,
-            from: at(300),
-            to: at(1_000),
-        }];
+        // Awake again before the later start: a violation.
+        let (early, effects) = stopped_then_taken(10, 11, 1_000);
         assert_eq!(run(&effects, &early).0.overlapping, 1);
     }
 
     #[test]
     fn a_lower_token_after_a_higher_one_is_a_violation_even_when_stopped() {
-        let effects = [
-            line("start", 11, 1, 0),
-            line("start", 10, 2, 2_000),
-            line("lost", 11, 1, 3_010),
-            line("end", 10, 2, 2_900),
-        ];
-        let frozen = [Frozen {
-            pid: 1,
-            from: at(300),
-            to: at(3_000),
-        }];
+        let (frozen, effects) = stopped_then_taken(11, 10, 3_000);
         let (report, _) = run(&effects, &frozen);
         assert_eq!(report.overlapping, 1);
         assert!(

@@ -2,7 +2,7 @@
 //! prefix per test on the shared server at 6379, and a TCP proxy that can cut a client off from
 //! Redis or slow it down.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -185,19 +185,7 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
     );
     let mut freezes = Vec::new();
     let busy = busy_rounds(sc, &mut out, rounds, &mut |sc, _, nodes, i, jobs| {
-        let pid = nodes[i].pid();
-        signal(pid, "STOP");
-        let stopped = Utc::now();
-        sleep(secs(5) + sc.rng.ms(0, 500));
-        signal(pid, "CONT");
-        freezes.push(Freeze {
-            pid,
-            jobs,
-            stopped,
-            resumed: Utc::now(),
-        });
-        // The woken bodies end (fenced), the take-overs finish.
-        sleep(Duration::from_millis(BUSY_STALE_MS));
+        freezes.push(stop_busy(sc, nodes[i].pid(), jobs));
         true
     });
     let gaps = blocked_for(&freezes, &busy.effects);
@@ -218,6 +206,24 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
         ));
     }
     out
+}
+
+/// `SIGSTOP`s `pid`, which runs the bodies of `jobs`, for 5-5.5 s (past the stale threshold), lets
+/// it go on, and waits the stale threshold while the woken bodies end (fenced) and the take-overs
+/// finish.
+pub(super) fn stop_busy(sc: &mut Sc, pid: u32, jobs: Vec<String>) -> Freeze {
+    signal(pid, "STOP");
+    let stopped = Utc::now();
+    sleep(secs(5) + sc.rng.ms(0, 500));
+    signal(pid, "CONT");
+    let resumed = Utc::now();
+    sleep(Duration::from_millis(BUSY_STALE_MS));
+    Freeze {
+        pid,
+        jobs,
+        stopped,
+        resumed,
+    }
 }
 
 /// For each job a frozen replica was running: how long after the stop the job's next execution

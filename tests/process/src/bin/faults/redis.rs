@@ -13,7 +13,7 @@
 use slotguard_process_tests::lease::{self, Frozen};
 use slotguard_process_tests::redis::RedisServer;
 
-use super::busy::{BUSY_JOBS, BUSY_STALE_MS, Freeze, blocked_for, busy_args, busy_rounds_on};
+use super::busy::{BUSY_JOBS, BUSY_STALE_MS, blocked_for, busy_args, busy_rounds_on, stop_busy};
 use super::*;
 
 /// The Redis lease's time to live in these scenarios.
@@ -46,17 +46,7 @@ pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
             nodes[i] = sc.spawn(&format!("n{i}"), &args);
             sleep(Duration::from_millis(BUSY_STALE_MS) + sc.rng.ms(1_000, 2_000));
         } else {
-            signal(pid, "STOP");
-            let stopped = Utc::now();
-            sleep(secs(5) + sc.rng.ms(0, 500));
-            signal(pid, "CONT");
-            freezes.push(Freeze {
-                pid,
-                jobs,
-                stopped,
-                resumed: Utc::now(),
-            });
-            sleep(Duration::from_millis(BUSY_STALE_MS));
+            freezes.push(stop_busy(sc, pid, jobs));
         }
         true
     });
@@ -148,35 +138,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
         "1",
     ]);
     args.extend(redis_args(&redis));
-    let mut nodes = sc.spawn_many(3, &args);
-    let (mut hits, mut frozen) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let busy = (0..3).find_map(|_| {
-            sleep_until(
-                next_second(Utc::now())
-                    + chrono::Duration::from_std(sc.rng.ms(150, 700)).expect("small"),
-            );
-            busy_by_ledger(sc, &nodes)
-        });
-        let Some((i, jobs)) = busy else { continue };
-        let pid = nodes[i].pid();
-        if round % 2 == 0 {
-            let at = sc.kill(pid);
-            nodes[i] = sc.spawn(&format!("n{i}"), &args);
-            hits.push(Hit { at, jobs });
-        } else {
-            signal(pid, "STOP");
-            let from = Utc::now();
-            sleep(Duration::from_millis(LEASE_MS + 1_000) + sc.rng.ms(0, 500));
-            let to = Utc::now();
-            signal(pid, "CONT");
-            frozen.push(Frozen { pid, from, to });
-            hits.push(Hit { at: from, jobs });
-        }
-        sleep(Duration::from_millis(LEASE_MS) + secs(1));
-    }
-    sleep(secs(1));
-    let unclean = stop_all(nodes);
+    let (hits, frozen, unclean) = lock_rounds(sc, rounds, &args);
     redis_was_used(&mut out, &redis, 5);
 
     let effects = read_ledger(&sc.ledger);
@@ -217,6 +179,42 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
         format!("{unclean} replicas exited uncleanly")
     });
     out
+}
+
+/// Three replicas on `args`; `rounds` times, the busy replica is killed (even rounds, then started
+/// again) or stopped for the lease + 1-1.5 s (odd rounds). Answers the faults that hit, the stops,
+/// and how many replicas did not exit cleanly at the end.
+fn lock_rounds(sc: &mut Sc, rounds: usize, args: &[String]) -> (Vec<Hit>, Vec<Frozen>, usize) {
+    let mut nodes = sc.spawn_many(3, args);
+    let (mut hits, mut frozen) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let busy = (0..3).find_map(|_| {
+            sleep_until(
+                next_second(Utc::now())
+                    + chrono::Duration::from_std(sc.rng.ms(150, 700)).expect("small"),
+            );
+            busy_by_ledger(sc, &nodes)
+        });
+        let Some((i, jobs)) = busy else { continue };
+        let pid = nodes[i].pid();
+        if round % 2 == 0 {
+            let at = sc.kill(pid);
+            nodes[i] = sc.spawn(&format!("n{i}"), args);
+            hits.push(Hit { at, jobs });
+        } else {
+            signal(pid, "STOP");
+            let from = Utc::now();
+            sleep(Duration::from_millis(LEASE_MS + 1_000) + sc.rng.ms(0, 500));
+            let to = Utc::now();
+            signal(pid, "CONT");
+            frozen.push(Frozen { pid, from, to });
+            hits.push(Hit { at: from, jobs });
+        }
+        sleep(Duration::from_millis(LEASE_MS) + secs(1));
+    }
+    sleep(secs(1));
+    let unclean = stop_all(nodes);
+    (hits, frozen, unclean)
 }
 
 /// For each job a faulted replica ran: how long after the fault the job started again under a
