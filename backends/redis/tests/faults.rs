@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Persistence, Proxy, Server};
+use common::{Mode, Persistence, Proxy, Server};
 use slotguard::store::{LockStore, StoreError};
 use slotguard::{GuardLevel, Job, JobContext, Scheduler};
 use slotguard_redis::RedisLocks;
@@ -79,6 +79,43 @@ async fn a_holder_cut_off_past_its_ttl_is_told_lost_and_the_next_holder_has_a_hi
     assert!(!lease_b.lost.is_cancelled());
     assert!(a.try_lock("a", &[7]).await.expect("lock")[0].is_none());
     assert_eq!(a.held(), 0);
+}
+
+#[tokio::test]
+async fn a_lock_request_that_gets_no_answer_is_taken_back() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port).await;
+    // A round trip of 2.4 s, past the 2 s a request may take with a 6 s TTL.
+    let ttl = Duration::from_secs(6);
+    let slow = locks(&proxy.url(), ttl);
+    let b = locks(&server.url(), ttl);
+    // Connected first: the request itself, not the connection's set-up, meets the latency.
+    assert!(slow.try_lock("slow", &[8]).await.expect("lock")[0].is_some());
+    slow.unlock("slow", &[8]).await.expect("unlock");
+    proxy.set(Mode::Latency(Duration::from_millis(1_200)));
+    let asked = Instant::now();
+    let answer = slow.try_lock("slow", &[9]).await;
+    assert!(
+        matches!(answer, Err(StoreError::Unavailable(_))),
+        "{answer:?}"
+    );
+    // Redis granted the request 1.2 s after it was sent; left alone that grant would keep the key
+    // until 7.2 s. Taken back, the key is free once the cancel has crossed the proxy.
+    let freed = loop {
+        if b.try_lock("b", &[9]).await.expect("lock")[0].is_some() {
+            break asked.elapsed();
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the unanswered grant still held the key 5 s after it was asked"
+        );
+        sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        freed > Duration::from_millis(1_200),
+        "freed after {freed:?}"
+    );
+    assert_eq!(slow.held(), 0);
 }
 
 #[tokio::test]

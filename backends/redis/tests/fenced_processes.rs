@@ -3,8 +3,8 @@
 //! refused by the target (a table written only `WHERE fence <= token`), and A is told `lost`.
 //! With the same two replicas: A killed with `-9` (B takes over after the lease lapses, with a higher
 //! token; a late write under A's token is refused), and a slow Redis between A and the server during
-//! renewal (A keeps its lease under moderate latency, and under latency past a third of the TTL is
-//! told `lost` before B's first write is accepted). Every test checks the target's log of accepted
+//! renewal (A keeps its lease under moderate latency; under latency past a third of the TTL it is
+//! told `lost` before B's first write is accepted, and B takes over while A's link stays slow). Every test checks the target's log of accepted
 //! writes: one holder at a time, in rising tokens.
 //!
 //! The replicas are this test binary run again with `SG_FENCED_REPLICA` set (see `replica`).
@@ -286,7 +286,13 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off_and_told_lost() {
     let (a, b, token_a) = (&mut p.a, &mut p.b, p.token_a);
 
     a.signal("STOP");
-    let token_b = token_of(&b.wait_for("started", TTL * 2 + Duration::from_secs(3)));
+    let stopped = now_us();
+    let started = b.wait_for("started", TTL * 2 + Duration::from_secs(3));
+    println!(
+        "figure: b started {} ms after a was stopped",
+        (field(&started, 2) - stopped) / 1_000
+    );
+    let token_b = token_of(&started);
     assert!(token_b > token_a, "b's token {token_b} after a's {token_a}");
     b.wait_for("wrote", Duration::from_secs(2));
 
@@ -336,6 +342,7 @@ fn a_holder_killed_with_9_is_followed_by_one_with_a_higher_token() {
         waited >= 0 && u128::try_from(waited).unwrap_or(0) + 50_000 >= TTL.as_micros() / 2,
         "b started {waited} µs after the kill, with a lease of {TTL:?} renewed every third of it"
     );
+    println!("figure: b started {} ms after a was killed", waited / 1_000);
     p.b.wait_for("wrote", Duration::from_secs(2));
     p.b.wait_for("wrote", Duration::from_secs(2));
 
@@ -380,17 +387,24 @@ fn a_slow_redis_during_renewal_keeps_the_lease_or_tells_the_holder_before_anothe
         p.a.seen
     );
     let before = p.a.seen.iter().filter(|l| l.starts_with("wrote")).count();
+    println!("figure: a wrote {before} times, b never started, under 60 ms each way");
     p.a.wait_for("wrote", Duration::from_secs(2));
     assert!(before > 0, "a kept writing under latency: {:?}", p.a.seen);
 
-    // 800 ms each way: no renewal answers within a third of the TTL, so a's lease runs out.
-    proxy.set(Mode::Latency(Duration::from_millis(800)));
+    // 400 ms each way: no renewal answers within a third of the TTL, so a's lease runs out.
+    proxy.set(Mode::Latency(Duration::from_millis(400)));
+    let slowed = now_us();
     let lost = field(&p.a.wait_for("lost", TTL * 3), 2);
-    // The link heals; the next lease (b's, or a's again) has a higher token. Until then the
-    // requests a sent under latency reach Redis late, which only delays the next holder.
-    proxy.set(Mode::Pass);
-    let (token, first) = first_write_above(&p.db, p.token_a, Duration::from_secs(15))
-        .expect("another lease wrote after a's");
+    // b takes over while a's link stays slow. a's requests reach Redis late: its renewals only
+    // delay b, and what its unanswered lock requests were granted is taken back.
+    let (token, first) =
+        first_write_above(&p.db, p.token_a, Duration::from_secs(15)).expect("b wrote after a");
+    assert_eq!(final_row(&p.db).1, "b", "the next holder is b");
+    println!(
+        "figure: a told lost {} ms after the latency rose to 400 ms; b's first write {} ms after that",
+        (lost - slowed) / 1_000,
+        (first - lost) / 1_000
+    );
     assert!(
         lost < first,
         "a was told lost at {lost} µs, after token {token} was first accepted at {first} µs"
