@@ -1,6 +1,7 @@
 //! The CI subset of the fault-injection harness: `sg-faults --quick --seed 1` as a process, on a
-//! throwaway PostgreSQL cluster of its own. The full set is `sg-faults --scenario all` (see
-//! docs/RELIABILITY.md).
+//! throwaway PostgreSQL cluster of its own (and, for `redisrows` and `redislock`, throwaway
+//! `redis-server`s: Debian's `redis-server`, which `.ci/run` installs). The full set is
+//! `sg-faults --scenario all` (see docs/RELIABILITY.md).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
