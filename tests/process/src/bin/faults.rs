@@ -1,8 +1,9 @@
 //! `sg-faults`: the fault-injection harness. It starts one throwaway PostgreSQL cluster on loopback
 //! (and a throwaway `redis-server` for each Redis scenario), runs each scenario in a schema of its
 //! own with `sg-node` replica processes, injects faults by process id (`kill -9`, `SIGSTOP`), by SQL
-//! (`pg_terminate_backend`), by server restart and through a TCP fault proxy, and checks the invariants of [`invariants`] over the effects ledger and the runs
-//! table. One result line per scenario; exits 1 when any scenario fails, 2 when it cannot run.
+//! (`pg_terminate_backend`), by server restart and through a TCP fault proxy, and checks the
+//! invariants of [`invariants`] over the effects ledger and the runs table. One result line per
+//! scenario; exits 1 when any scenario fails, 2 when it cannot run.
 //!
 //! ```text
 //! cargo run -p slotguard-process-tests --bin sg-faults -- --scenario all --seed 1 [--quick]
