@@ -126,6 +126,10 @@ const SCENARIOS: &[(&str, &str)] = &[
         "redislock",
         "Redis alone at level lock: kill -9 / SIGSTOP (past the lease) the busy replica, in turn",
     ),
+    (
+        "redisrestart",
+        "Redis alone at level lock: the Redis killed with -9 and started again empty, twice or more",
+    ),
 ];
 
 /// Settings every replica gets unless a scenario says otherwise.
@@ -1889,6 +1893,7 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "spread" => busy::spread(&mut sc),
         "redisrows" => redis::redisrows(&mut sc),
         "redislock" => redis::redislock(&mut sc),
+        "redisrestart" => redis::redisrestart(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

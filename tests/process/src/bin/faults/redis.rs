@@ -1,7 +1,7 @@
-//! `redisrows` and `redislock`: the jobs' locks in Redis (`slotguard-redis`, a throwaway
-//! `redis-server` of the scenario's own, nothing on disk), and faults aimed at the replica that is
-//! running the jobs right now: `kill -9` (then restarted) and `SIGSTOP` past the lease's TTL, in
-//! turn.
+//! `redisrows`, `redislock` and `redisrestart`: the jobs' locks in Redis (`slotguard-redis`, a
+//! throwaway `redis-server` of the scenario's own, nothing on disk). The first two aim faults at the
+//! replica that is running the jobs right now: `kill -9` (then restarted) and `SIGSTOP` past the
+//! lease's TTL, in turn; the third kills Redis.
 //!
 //! - `redisrows`: Redis in front of the PostgreSQL slot rows (level `slot`), the `busy*` set-up;
 //!   checked with (a)-(e) over the rows, as without Redis.
@@ -9,6 +9,8 @@
 //!   the lease invariants of `slotguard_process_tests::lease` (one execution of a job at a time
 //!   unless the earlier holder was stopped and the later one has a higher token; tokens rise), and
 //!   every job the faulted replica ran starts again within the lease TTL + 2 s.
+//! - `redisrestart`: Redis alone, and the Redis itself killed with `-9` and started again empty after
+//!   more than the lease; the same lease invariants, nothing started while it is down, runs resume.
 
 use slotguard_process_tests::lease::{self, Frozen};
 use slotguard_process_tests::redis::RedisServer;
@@ -74,6 +76,31 @@ pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
     out
 }
 
+/// `sg-node`'s arguments for Redis alone: no slot store, 5 jobs every second at level `lock`, overlap
+/// `skip`, bodies of `work_ms`, one attempt (retries need rows).
+fn alone_args(redis: &RedisServer, work_ms: u64) -> Vec<String> {
+    let mut args = strings(&[
+        "--store",
+        "none",
+        "--guard",
+        "lock",
+        "--jobs",
+        "5",
+        "--cron",
+        "* * * * * *",
+        "--overlap",
+        "skip",
+        "--work-ms",
+        &work_ms.to_string(),
+        "--grace-ms",
+        "1000",
+        "--max-attempts",
+        "1",
+    ]);
+    args.extend(redis_args(redis));
+    args
+}
+
 /// Checks that the jobs' locks were Redis's: one fence counter per job.
 fn redis_was_used(out: &mut Outcome, redis: &RedisServer, jobs: usize) {
     let counters = redis.count_keys("{slotguard:*}:fence");
@@ -119,25 +146,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
         "Redis alone (level lock, lease 1.5 s, no rows; one fence counter per job in Redis); rounds alternate kill -9 (restarted) and SIGSTOP 2.5-3 s of the replica running job bodies right now (at least half the rounds find one); every job it ran starts again, with a higher token, within the lease + 2 s; one execution of a job at a time, except a stopped holder overlapped by a higher token (fenced); tokens rise",
     );
     let redis = RedisServer::start();
-    let mut args = strings(&[
-        "--store",
-        "none",
-        "--guard",
-        "lock",
-        "--jobs",
-        "5",
-        "--cron",
-        "* * * * * *",
-        "--overlap",
-        "skip",
-        "--work-ms",
-        "960",
-        "--grace-ms",
-        "1000",
-        "--max-attempts",
-        "1",
-    ]);
-    args.extend(redis_args(&redis));
+    let args = alone_args(&redis, 960);
     let (hits, frozen, unclean) = lock_rounds(sc, rounds, &args);
     redis_was_used(&mut out, &redis, 5);
 
@@ -252,5 +261,96 @@ fn woken_endings(frozen: &[Frozen], effects: &[Effect]) -> BTreeMap<String, usiz
             }
         }
     }
+    out
+}
+
+pub(super) fn redisrestart(sc: &mut Sc) -> Outcome {
+    let rounds = if sc.h.quick { 2 } else { 5 };
+    let resume_limit = chrono_ms(3_000);
+    let mut out = Outcome::new(
+        "Redis alone (level lock, lease 1.5 s, bodies of 2.5 s), the Redis (nothing on disk) killed with -9 every 3-4 s and started again empty after the lease + 0.5-1.5 s; no body starts while it is down; the jobs run again within 3 s of its return; one execution of a job at a time; tokens rise across the restarts",
+    );
+    let mut redis = RedisServer::start();
+    // Bodies longer than the tick interval: the lock is held across ticks, so a lock Redis forgot
+    // while its holder still works would let another replica in at the next tick.
+    let args = alone_args(&redis, 2_500);
+    let nodes = sc.spawn_many(3, &args);
+    let mut outages = Vec::new();
+    for _ in 0..rounds {
+        sleep(secs(3) + sc.rng.ms(0, 1_000));
+        let down = Utc::now();
+        redis.kill9();
+        // Down longer than the lease: every holder has been told `lost` before the locks, which the
+        // restart forgets, are free again.
+        sleep(Duration::from_millis(LEASE_MS + 500) + sc.rng.ms(0, 1_000));
+        // Read before the server is started: it can answer no earlier.
+        let back = Utc::now();
+        redis.restart();
+        outages.push((down, back));
+    }
+    sleep(secs(4));
+    let unclean = stop_all(nodes);
+    redis_was_used(&mut out, &redis, 5);
+
+    let effects = read_ledger(&sc.ledger);
+    let mut report = invariants::Report::default();
+    lease::check(&mut report, &effects, &BTreeMap::new(), &[], Utc::now());
+    let starts: Vec<&Effect> = effects.iter().filter(|e| e.kind == "start").collect();
+    let mut resumed = Vec::new();
+    for (down, up) in &outages {
+        // A lock granted just before the kill may start its body a moment after it.
+        for e in &starts {
+            out.require(
+                e.at.is_none_or(|t| t <= *down + chrono_ms(100) || t >= *up),
+                || {
+                    format!(
+                        "{} {} (pid {}, token {}) started {} after Redis went down, {} before it was back",
+                        e.job,
+                        e.slot,
+                        e.pid,
+                        e.token,
+                        e.at.map_or("-".into(), |t| secs_f(t - *down)),
+                        e.at.map_or("-".into(), |t| secs_f(*up - t)),
+                    )
+                },
+            );
+        }
+        let first = starts.iter().filter_map(|e| e.at).filter(|t| t >= up).min();
+        resumed.push(first.map(|t| t - *up));
+    }
+    let worst = resumed
+        .iter()
+        .map(|r| r.unwrap_or(chrono::Duration::MAX))
+        .max();
+    out.fig("restarts", outages.len());
+    out.fig(
+        "down",
+        outages
+            .iter()
+            .map(|(d, u)| secs_f(*u - *d))
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
+    out.fig(
+        "resumed-after",
+        resumed
+            .iter()
+            .map(|r| r.map_or("never".into(), secs_f))
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
+    out.fig("executions", report.executions);
+    out.fig("overlapping", report.overlapping);
+    out.fig("violations", report.violations.len());
+    out.failures.extend(report.violations.iter().cloned());
+    out.require(worst.is_some_and(|w| w <= resume_limit), || {
+        format!(
+            "the jobs did not run again within {} of a restart",
+            secs_f(resume_limit)
+        )
+    });
+    out.require(unclean == 0, || {
+        format!("{unclean} replicas exited uncleanly")
+    });
     out
 }
