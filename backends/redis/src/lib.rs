@@ -39,7 +39,11 @@
 //! the slot (no body runs without its lock) and tries again at the next one.
 //!
 //! Deployment: a single Redis primary (or Sentinel). Use `maxmemory-policy noeviction` (or a
-//! `volatile-*` one): an evicted lock key is a lock that nobody holds.
+//! `volatile-*` one): an evicted lock key is a lock that nobody holds. A Redis that keeps nothing on
+//! disk forgets the locks when it restarts: start it again no sooner than one lease TTL after it
+//! went down (or run it with `appendonly yes` and `appendfsync always`, which keeps them), else a
+//! holder still working may hear `lost` only after another replica has started (by up to a third of
+//! the TTL), and only the fencing token protects the target.
 
 #![forbid(unsafe_code)]
 

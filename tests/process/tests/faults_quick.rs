@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every scenario, at its quick size.
-const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread,redisrows,redislock";
+const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread,redisrows,redislock,redisrestart";
 
 /// Far above the few minutes the subset takes, so that a hung scenario fails instead of hanging CI.
 const LIMIT: Duration = Duration::from_secs(15 * 60);
