@@ -295,29 +295,7 @@ pub(super) fn redisrestart(sc: &mut Sc) -> Outcome {
     let effects = read_ledger(&sc.ledger);
     let mut report = invariants::Report::default();
     lease::check(&mut report, &effects, &BTreeMap::new(), &[], Utc::now());
-    let starts: Vec<&Effect> = effects.iter().filter(|e| e.kind == "start").collect();
-    let mut resumed = Vec::new();
-    for (down, up) in &outages {
-        // A lock granted just before the kill may start its body a moment after it.
-        for e in &starts {
-            out.require(
-                e.at.is_none_or(|t| t <= *down + chrono_ms(100) || t >= *up),
-                || {
-                    format!(
-                        "{} {} (pid {}, token {}) started {} after Redis went down, {} before it was back",
-                        e.job,
-                        e.slot,
-                        e.pid,
-                        e.token,
-                        e.at.map_or("-".into(), |t| secs_f(t - *down)),
-                        e.at.map_or("-".into(), |t| secs_f(*up - t)),
-                    )
-                },
-            );
-        }
-        let first = starts.iter().filter_map(|e| e.at).filter(|t| t >= up).min();
-        resumed.push(first.map(|t| t - *up));
-    }
+    let resumed = outage_starts(&mut out, &effects, &outages);
     let worst = resumed
         .iter()
         .map(|r| r.unwrap_or(chrono::Duration::MAX))
@@ -353,4 +331,37 @@ pub(super) fn redisrestart(sc: &mut Sc) -> Outcome {
         format!("{unclean} replicas exited uncleanly")
     });
     out
+}
+
+/// Requires that no body of `effects` started during an outage `(down, back)` of Redis (from 100 ms
+/// after the kill: a lock granted just before it may start its body a moment after); answers, per
+/// outage, how long after `back` the first body started.
+fn outage_starts(
+    out: &mut Outcome,
+    effects: &[Effect],
+    outages: &[(DateTime<Utc>, DateTime<Utc>)],
+) -> Vec<Option<chrono::Duration>> {
+    let starts: Vec<&Effect> = effects.iter().filter(|e| e.kind == "start").collect();
+    let mut resumed = Vec::new();
+    for (down, up) in outages {
+        for e in &starts {
+            out.require(
+                e.at.is_none_or(|t| t <= *down + chrono_ms(100) || t >= *up),
+                || {
+                    format!(
+                        "{} {} (pid {}, token {}) started {} after Redis went down, {} before it was back",
+                        e.job,
+                        e.slot,
+                        e.pid,
+                        e.token,
+                        e.at.map_or("-".into(), |t| secs_f(t - *down)),
+                        e.at.map_or("-".into(), |t| secs_f(*up - t)),
+                    )
+                },
+            );
+        }
+        let first = starts.iter().filter_map(|e| e.at).filter(|t| t >= up).min();
+        resumed.push(first.map(|t| t - *up));
+    }
+    resumed
 }
