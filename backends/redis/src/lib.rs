@@ -21,9 +21,10 @@
 //! A lock is a key `{slotguard:<prefix>:<lock key>}:lock` set with `PX <ttl>` to
 //! `<token> <request> <owner>`, taken by one Lua script that also advances the key's fence counter
 //! (`…:fence`, the same hash slot). A `try_lock` that gets no answer (Redis slow or gone, or the
-//! caller went away) takes back in the background what its request may have been granted. A background task renews every held lease every TTL/3 with a compare-and-`PEXPIRE`; a
-//! lease found gone or another's, or not renewed within its TTL (Redis unreachable), is reported
-//! lost through [`LockLease::lost`], and the job is told to stop.
+//! caller went away) takes back in the background what its request may have been granted. A
+//! background task renews every held lease every TTL/3 with a compare-and-`PEXPIRE`; a lease found
+//! gone or another's, or not renewed within its TTL (Redis unreachable), is reported lost through
+//! [`LockLease::lost`], and the job is told to stop.
 //!
 //! A lease lock can lapse while its holder is paused (GC, `SIGSTOP`, a VM migration) and still
 //! working; then another replica takes it. Only the fencing token makes the late holder harmless:
