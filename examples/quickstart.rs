@@ -125,6 +125,7 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("      sync every 3 s (its first attempt fails and is retried)\n");
 
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let exe = std::env::current_exe()?;
     let mut children: Vec<Child> = (1..=REPLICAS)
         .map(|n| {
@@ -157,7 +158,7 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
     report(&ledger);
     let _ = std::fs::remove_file(&ledger);
     let retried = store_summary(&store).await;
-    try_the_cli(&store, retried.as_deref());
+    try_the_cli(&store, &started, retried.as_deref());
     Ok(())
 }
 
@@ -170,7 +171,7 @@ fn fresh_schema() -> String {
 }
 
 /// Ends with commands to try on the store this run leaves behind.
-fn try_the_cli(store: &Store, retried: Option<&str>) {
+fn try_the_cli(store: &Store, started: &str, retried: Option<&str>) {
     let cli = format!("slotguard {}", store.cli_options());
     println!(
         "\nthe store is kept; try the CLI on it (`cargo install --path cli` installs `slotguard`;"
@@ -179,20 +180,11 @@ fn try_the_cli(store: &Store, retried: Option<&str>) {
     println!("  {cli} jobs");
     println!("  {cli} runs sync --limit 5");
     if let Some(slot) = retried {
-        println!("  {cli} run sync {slot}          # one run with its two attempts");
+        println!("  {cli} run sync {slot}    # one run, its two attempts");
     }
+    println!("  {cli} missed settlement --from {started}    # the slots after the shutdown");
     println!(
-        "  {cli} missed settlement --from {}",
-        chrono::Utc::now()
-            .date_naive()
-            .and_hms_opt(0, 0, 0)
-            .map(|t| t
-                .and_utc()
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-            .unwrap_or_default()
-    );
-    println!(
-        "  {cli} trigger settlement --reason 'try it' --wait --timeout 5   # no replica is up now: exit 6"
+        "  {cli} trigger settlement --reason 'try it' --wait --timeout 5    # no replica is up: exit 6"
     );
     println!("  {cli} audit");
     match store {
