@@ -394,22 +394,10 @@ impl Plan {
                 partition,
                 limit,
                 json,
-            } => {
-                let from = from.as_deref().map(|v| instant("--from", v)).transpose()?;
-                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
-                range(from, to)?;
-                Plan::Runs {
-                    filter: RunFilter {
-                        job: Some(job),
-                        status: wanted.as_deref().map(status).transpose()?,
-                        partition,
-                        from,
-                        to,
-                        limit: page(&limit)?,
-                    },
-                    json,
-                }
-            }
+            } => Plan::Runs {
+                filter: Plan::filter(job, wanted, (from, to), partition, &limit)?,
+                json,
+            },
             Op::Missed {
                 job,
                 from,
@@ -473,6 +461,27 @@ impl Plan {
                 limit: page(&limit)?,
                 json,
             },
+        })
+    }
+
+    /// The filter of `runs`, every argument checked.
+    fn filter(
+        job: String,
+        wanted: Option<String>,
+        (from, to): (Option<String>, Option<String>),
+        partition: Option<String>,
+        limit: &str,
+    ) -> Result<RunFilter, Failure> {
+        let from = from.as_deref().map(|v| instant("--from", v)).transpose()?;
+        let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
+        range(from, to)?;
+        Ok(RunFilter {
+            job: Some(job),
+            status: wanted.as_deref().map(status).transpose()?,
+            partition,
+            from,
+            to,
+            limit: page(limit)?,
         })
     }
 
