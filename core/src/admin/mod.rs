@@ -405,17 +405,8 @@ impl Admin {
         if let Some(partition) = &filter.partition {
             partition_key(partition)?;
         }
-        if let (Some(from), Some(to)) = (filter.from, filter.to)
-            && from >= to
-        {
-            return Err(AdminError::Invalid {
-                field: "range",
-                problem: format!(
-                    "`from` ({}) must be before `to` ({})",
-                    rfc3339(&from),
-                    rfc3339(&to)
-                ),
-            });
+        if let (Some(from), Some(to)) = (filter.from, filter.to) {
+            ordered(from, to)?;
         }
         Ok(self.store.runs(&filter).await?)
     }
@@ -744,6 +735,21 @@ impl Admin {
             overlap: Overlap::Allow,
         }
     }
+}
+
+/// Checks that a range `[from, to)` is not empty.
+fn ordered(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), AdminError> {
+    if from < to {
+        return Ok(());
+    }
+    Err(AdminError::Invalid {
+        field: "range",
+        problem: format!(
+            "`from` ({}) must be before `to` ({})",
+            rfc3339(&from),
+            rfc3339(&to)
+        ),
+    })
 }
 
 /// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).

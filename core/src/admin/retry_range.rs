@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Admin, AdminError, ChangeRequest, partition_key, rfc3339};
+use super::{Admin, AdminError, ChangeRequest, ordered, partition_key};
 use crate::store::{RunChange, RunFilter, RunStatus, SlotKey};
 
 /// The most runs one [`Admin::retry_failed`] retries; a range with more is refused, to be split.
@@ -37,16 +37,7 @@ impl Admin {
         by: &ChangeRequest,
     ) -> Result<RangeRetry, AdminError> {
         let audit = by.entry("retry")?;
-        if from >= to {
-            return Err(AdminError::Invalid {
-                field: "range",
-                problem: format!(
-                    "`from` ({}) must be before `to` ({})",
-                    rfc3339(&from),
-                    rfc3339(&to)
-                ),
-            });
-        }
+        ordered(from, to)?;
         if let Some(partition) = partition {
             partition_key(partition)?;
         }
