@@ -1361,12 +1361,30 @@ mod no_panic {
             .prop_map(|(j, a, b, c, d, e)| {
                 (format!("/jobs/{}/runs?{a}{b}{c}{d}{e}", encode(&j)), None)
             });
-        let run = (job(), instant(), q("partition")).prop_map(|(j, s, p)| {
+        // The only run is finished, so no wait outlasts a read.
+        let wait = prop::option::of(prop_oneof![
+            4 => prop::sample::select(vec!["0", "0.05", "3600", "3601", "-1", "1e300", "NaN", "inf"]).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ])
+        .prop_map(|v| v.map(|v| format!("wait={}&", encode(&v))).unwrap_or_default());
+        let run = (job(), instant(), q("partition"), wait).prop_map(|(j, s, p, w)| {
             (
-                format!("/jobs/{}/runs/{}?{p}", encode(&j), encode(&s)),
+                format!("/jobs/{}/runs/{}?{p}{w}", encode(&j), encode(&s)),
                 None,
             )
         });
+        let retry_failed = (
+            job(),
+            instant(),
+            instant(),
+            text(),
+            prop::option::of(any::<String>()),
+        )
+            .prop_map(|(j, from, to, reason, partition)| {
+                let body =
+                    json!({"from": from, "to": to, "reason": reason, "partition": partition});
+                (format!("/jobs/{}/retry-failed", encode(&j)), Some(body))
+            });
         let missed = (job(), q("from"), q("to"))
             .prop_map(|(j, a, b)| (format!("/jobs/{}/missed?{a}{b}", encode(&j)), None));
         let audit = (q("job"), q("limit")).prop_map(|(a, b)| (format!("/audit?{a}{b}"), None));
@@ -1399,15 +1417,17 @@ mod no_panic {
                 let body = json!({"from": from, "to": to, "dryRun": dry_run.map_or(Value::Bool(false), Value::Bool), "perSecond": per_second, "reason": reason});
                 (format!("/jobs/{}/backfill", encode(&j)), Some(body))
             });
+        // Boxed: the union of nine unboxed strategies overflows a test thread's stack in debug.
         prop_oneof![
-            1 => Just(("/jobs".to_owned(), None)),
-            1 => runs,
-            1 => run,
-            1 => missed,
-            1 => audit,
-            1 => slot_change,
-            1 => change,
-            4 => backfill,
+            1 => Just(("/jobs".to_owned(), None)).boxed(),
+            1 => runs.boxed(),
+            1 => run.boxed(),
+            1 => missed.boxed(),
+            1 => audit.boxed(),
+            1 => slot_change.boxed(),
+            1 => retry_failed.boxed(),
+            1 => change.boxed(),
+            4 => backfill.boxed(),
         ]
     }
 
