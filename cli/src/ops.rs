@@ -910,6 +910,22 @@ mod tests {
                 1 => (prop::sample::select(vec!["trigger", "pause", "resume"]), job(), any::<String>()).prop_map(move |(op, j, r)| {
                     vec![s(op), j, s("--reason"), r]
                 }),
+                1 => (job(), instant(), any::<String>(), any::<bool>()).prop_map(move |(j, slot, p, json)| {
+                    let mut a = vec![s("run"), j, slot, s("--partition"), p];
+                    if json {
+                        a.push(s("--json"));
+                    }
+                    a
+                }),
+                1 => (job(), instant(), instant(), prop::option::of(any::<String>()), any::<String>()).prop_map(move |(j, f, t, p, r)| {
+                    let mut a = vec![s("retry"), j, s("--failed"), s("--from"), f, s("--to"), t, s("--reason"), r];
+                    a.extend(p.map(|p| [s("--partition"), p]).into_iter().flatten());
+                    a
+                }),
+                // A timeout that ends at once: nothing runs the manual run on a memory store.
+                1 => (job(), prop::sample::select(vec!["0", "-1", "3601", "NaN", "inf", "soon"])).prop_map(move |(j, t)| {
+                    vec![s("trigger"), j, s("--reason"), s("proptest"), s("--wait"), s("--timeout"), s(t)]
+                }),
                 4 => (job(), instant(), instant(), any::<bool>(), number()).prop_map(move |(j, f, t, execute, n)| {
                     let mut a = vec![s("backfill"), j, s("--from"), f, s("--to"), t, s("--per-second"), n, s("--reason"), s("proptest")];
                     if execute {
