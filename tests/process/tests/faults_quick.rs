@@ -7,10 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every scenario, at its quick size.
-const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread,redisrows,redislock,redisrestart";
+const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread,redisrows,redislock,redisrestart,workerkill,workerstop,schedkill,workerscale,workerrestart";
 
 /// Far above the few minutes the subset takes, so that a hung scenario fails instead of hanging CI.
-const LIMIT: Duration = Duration::from_secs(15 * 60);
+const LIMIT: Duration = Duration::from_secs(20 * 60);
 
 #[test]
 fn the_quick_fault_scenarios_pass() {

@@ -44,6 +44,8 @@ mod redis;
 mod rolling;
 #[path = "faults/tick_restart.rs"]
 mod tick_restart;
+#[path = "faults/workers.rs"]
+mod workers;
 
 /// The scenarios, in the order `all` runs them.
 const SCENARIOS: &[(&str, &str)] = &[
@@ -129,6 +131,26 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "redisrestart",
         "Redis alone at level lock: the Redis killed with -9 and started again empty, twice or more",
+    ),
+    (
+        "workerkill",
+        "2 schedulers + 3 workers: kill -9 the worker running the job bodies, restart it",
+    ),
+    (
+        "workerstop",
+        "2 schedulers + 3 workers: SIGSTOP the busy worker for 5 s (past stale 3 s), then SIGCONT",
+    ),
+    (
+        "schedkill",
+        "2 schedulers + 2 workers: kill -9 one scheduler, restart it; the other keeps enqueuing",
+    ),
+    (
+        "workerscale",
+        "1 scheduler; workers scaled 1 -> 8 -> 2 (SIGTERM, graceful drain) during the run",
+    ),
+    (
+        "workerrestart",
+        "1 scheduler + 2 workers: pg_ctl restart -m immediate landing on a slot's instant",
     ),
 ];
 
@@ -340,9 +362,16 @@ impl Sc<'_> {
 
     /// Starts `n` replicas `n0`, `n1`, ... together and waits until all are ready.
     fn spawn_many(&self, n: usize, extra: &[String]) -> Vec<Node> {
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        self.spawn_named(&names, extra)
+    }
+
+    /// Starts one replica per instance name together and waits until all are ready.
+    fn spawn_named(&self, names: &[String], extra: &[String]) -> Vec<Node> {
         let port = self.h.cluster.port();
-        let mut nodes: Vec<Node> = (0..n)
-            .map(|i| self.launch(&format!("n{i}"), port, extra))
+        let mut nodes: Vec<Node> = names
+            .iter()
+            .map(|name| self.launch(name, port, extra))
             .collect();
         for node in &mut nodes {
             node.wait_for("ready", Duration::from_secs(60));
@@ -1894,6 +1923,11 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "redisrows" => redis::redisrows(&mut sc),
         "redislock" => redis::redislock(&mut sc),
         "redisrestart" => redis::redisrestart(&mut sc),
+        "workerkill" => workers::workerkill(&mut sc),
+        "workerstop" => workers::workerstop(&mut sc),
+        "schedkill" => workers::schedkill(&mut sc),
+        "workerscale" => workers::workerscale(&mut sc),
+        "workerrestart" => workers::workerrestart(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

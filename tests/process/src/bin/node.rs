@@ -10,6 +10,7 @@
 //!         [--catch-up-rate 1] [--pool-size 5] [--skew-ms 0] [--fail-while PATH] [--max-attempts 5]
 //!         [--names a,b,c] [--tz ZONE,...] [--dst vixie|skip|shift|instant,...]
 //!         [--start-at RFC3339 [--start-at-real-ms UNIX_MS]]
+//!         [--role all|scheduler|worker|admin] [--max-runs N]
 //! ```
 //!
 //! `--overlap`, `--catch-up`, `--tz` and `--dst` take a comma-separated list, `--cron` a
@@ -27,6 +28,8 @@
 //! `--namespace`, lease TTL `--lease-ms`), in front of the store's slot rows; with `--store none` Redis
 //! is all there is (give `--guard lock`), and the ledger's token is the lease's.
 //! `--spread-ms` is `SchedulerBuilder::load_spread` (the default of a scheduler on the system clock).
+//! `--role` is `SchedulerBuilder::role` (default `all`: the replica schedules and runs); `--max-runs`
+//! is `SchedulerBuilder::max_concurrent_runs` (default: no limit).
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
@@ -41,7 +44,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use slotguard::{
-    CatchUp, Clock, ClockSync, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy,
+    CatchUp, Clock, ClockSync, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy, Role,
     Scheduler,
 };
 
@@ -258,6 +261,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
         builder = builder.catch_up_rate(rate);
+    }
+    builder = builder.role(args.get("role").unwrap_or("all").parse::<Role>()?);
+    if let Some(runs) = args.get("max-runs") {
+        let runs: usize = runs
+            .parse()
+            .map_err(|_| format!("bad --max-runs {runs}: a whole number of runs, at least 1"))?;
+        builder = builder.max_concurrent_runs(runs);
     }
     builder = with_store(builder, &store, &args).await?;
     if let Some(spec) = args.get("lock-store") {

@@ -89,6 +89,8 @@ pub(super) struct Busy {
     pub(super) report: Report,
     pub(super) runs: Vec<RunRecord>,
     pub(super) effects: Vec<Effect>,
+    /// The `(job, slot)` pairs (d) was checked over.
+    pub(super) expected: BTreeSet<(String, String)>,
 }
 
 /// Three replicas on [`busy_args`] (960 ms bodies); `rounds` times, `fault` is aimed at the replica
@@ -113,7 +115,20 @@ pub(super) fn busy_rounds_on(
     args: &[String],
     fault: &mut AtBusy,
 ) -> Busy {
-    let mut nodes = sc.spawn_many(3, args);
+    let nodes = sc.spawn_many(3, args);
+    busy_rounds_among(sc, out, rounds, nodes, Vec::new(), fault)
+}
+
+/// [`busy_rounds`] over processes already started: `nodes` run the job bodies and `fault` aims at
+/// them; `others` (schedulers that run no body) run beside them and are stopped with them.
+pub(super) fn busy_rounds_among(
+    sc: &mut Sc,
+    out: &mut Outcome,
+    rounds: usize,
+    mut nodes: Vec<Node>,
+    others: Vec<Node>,
+    fault: &mut AtBusy,
+) -> Busy {
     let pool = sc.pool();
     let from = Utc::now() + chrono_ms(1_000);
     let mut hit = 0;
@@ -125,6 +140,7 @@ pub(super) fn busy_rounds_on(
     }
     let to = Utc::now() - chrono_ms(1_000);
     sleep(secs(2));
+    nodes.extend(others);
     let unclean = stop_all(nodes);
     sc.h.rt.block_on(pool.close());
     let expected = expect(&job_names(BUSY_JOBS), &every(from, to, 1));
@@ -142,6 +158,37 @@ pub(super) fn busy_rounds_on(
         report,
         runs,
         effects,
+        expected,
+    }
+}
+
+/// The `kill -9`s of a series of rounds.
+#[derive(Default)]
+pub(super) struct Kills {
+    /// Each killed process and when it was killed.
+    pub(super) kills: Vec<(u32, DateTime<Utc>)>,
+    /// How many bodies each ran when killed.
+    pub(super) running: Vec<usize>,
+}
+
+impl Kills {
+    /// `kill -9` of `nodes[i]`, which runs `running` bodies; starts it again as `name` on `args`,
+    /// then waits stale + 1-2 s while newer slots fall due and the killed ones go stale and are
+    /// taken over.
+    pub(super) fn kill_restart(
+        &mut self,
+        sc: &mut Sc,
+        nodes: &mut [Node],
+        i: usize,
+        running: usize,
+        name: &str,
+        args: &[String],
+    ) {
+        let pid = nodes[i].pid();
+        self.kills.push((pid, sc.kill(pid)));
+        self.running.push(running);
+        nodes[i] = sc.spawn(name, args);
+        sleep(Duration::from_millis(BUSY_STALE_MS) + sc.rng.ms(1_000, 2_000));
     }
 }
 
@@ -151,18 +198,16 @@ pub(super) fn busykill(sc: &mut Sc) -> Outcome {
         "each round kill -9 hits the replica that runs job bodies right now, which is restarted (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
     );
     let args = busy_args(960);
-    let (mut kills, mut running) = (Vec::new(), Vec::new());
+    let mut kills = Kills::default();
     let busy = busy_rounds(sc, &mut out, rounds, &mut |sc, _, nodes, i, jobs| {
-        let pid = nodes[i].pid();
-        kills.push((pid, sc.kill(pid)));
-        running.push(jobs.len());
-        nodes[i] = sc.spawn(&format!("n{i}"), &args);
-        // Newer slots keep falling due while the killed ones go stale and are taken over.
-        sleep(Duration::from_millis(BUSY_STALE_MS) + sc.rng.ms(1_000, 2_000));
+        kills.kill_restart(sc, nodes, i, jobs.len(), &format!("n{i}"), &args);
         true
     });
-    let interrupted = interrupted_by(&kills, &busy.runs, &busy.effects);
-    out.fig("bodies-running-in-killed-replica", format!("{running:?}"));
+    let interrupted = interrupted_by(&kills.kills, &busy.runs, &busy.effects);
+    out.fig(
+        "bodies-running-in-killed-replica",
+        format!("{:?}", kills.running),
+    );
     out.fig("interrupted-executions", interrupted.count);
     out.fig("taken-over", interrupted.latencies.len());
     out.invariants(&busy.report);
@@ -179,12 +224,26 @@ pub(super) struct Freeze {
 
 pub(super) fn busystop(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 3 } else { 8 };
-    let limit = chrono_ms((BUSY_STALE_MS + BUSY_POLL_MS + 1_000) as i64);
     let mut out = Outcome::new(
         "each round SIGSTOP hits the replica that runs job bodies right now and holds it 5-5.5 s (past stale 3 s), then SIGCONT (at least half the rounds find one); every job it was running starts an execution again within stale (3 s) + one recovery poll (0.5 s) + 1 s of the stop; (a)-(e): one execution of a job at a time (a woken body after a take-over is fenced), at most one accepted completion per slot, every slot recorded",
     );
+    stop_rounds(sc, &mut out, rounds, busy_rounds);
+    out
+}
+
+/// Runs `rounds` rounds of [`stop_busy`] through `run` ([`busy_rounds`] or one like it), then
+/// reports how long the stops held and checks (a)-(e) and that every job a stopped process was
+/// running started again within stale + one recovery poll + 1 s of the stop. Answers what the
+/// rounds found.
+pub(super) fn stop_rounds(
+    sc: &mut Sc,
+    out: &mut Outcome,
+    rounds: usize,
+    run: impl FnOnce(&mut Sc, &mut Outcome, usize, &mut AtBusy) -> Busy,
+) -> Busy {
+    let limit = chrono_ms((BUSY_STALE_MS + BUSY_POLL_MS + 1_000) as i64);
     let mut freezes = Vec::new();
-    let busy = busy_rounds(sc, &mut out, rounds, &mut |sc, _, nodes, i, jobs| {
+    let busy = run(sc, out, rounds, &mut |sc, _, nodes, i, jobs| {
         freezes.push(stop_busy(sc, nodes[i].pid(), jobs));
         true
     });
@@ -205,7 +264,7 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
             secs_f(limit)
         ));
     }
-    out
+    busy
 }
 
 /// `SIGSTOP`s `pid`, which runs the bodies of `jobs`, for 5-5.5 s (past the stale threshold), lets

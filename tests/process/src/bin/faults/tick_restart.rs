@@ -18,11 +18,22 @@ impl Restart {
 }
 
 pub(super) fn tickrestart(sc: &mut Sc) -> Outcome {
-    let rounds = if sc.h.quick { 5 } else { 12 };
-    let mut out = Outcome::new(
-        "each round restarts the server (immediate) 50-250 ms before a whole second; at least one restart has that second's instant inside its downtime; every slot of the 5 jobs over the run has a row, none missing around a restart (d); (a)-(e)",
-    );
     let nodes = sc.spawn_many(3, &busy_args(300));
+    restart_rounds(sc, nodes, "").0
+}
+
+/// `nodes` run [`BUSY_JOBS`] jobs every second ([`busy_args`]); each round restarts the server
+/// (immediate) just before a whole second. Checks (a)-(e) and that no slot lacks a row; answers
+/// the outcome (its condition after `setup`), the rows and the `(job, slot)` pairs checked.
+pub(super) fn restart_rounds(
+    sc: &mut Sc,
+    nodes: Vec<Node>,
+    setup: &str,
+) -> (Outcome, Vec<RunRecord>, BTreeSet<(String, String)>) {
+    let rounds = if sc.h.quick { 5 } else { 12 };
+    let mut out = Outcome::new(&format!(
+        "{setup}each round restarts the server (immediate) 50-250 ms before a whole second; at least one restart has that second's instant inside its downtime; every slot of the 5 jobs over the run has a row, none missing around a restart (d); (a)-(e)"
+    ));
     let from = Utc::now() + chrono_ms(1_000);
     sleep(secs(2));
     let mut restarts = Vec::new();
@@ -81,5 +92,5 @@ pub(super) fn tickrestart(sc: &mut Sc) -> Outcome {
     out.require(unclean == 0, || {
         format!("{unclean} replicas exited uncleanly")
     });
-    out
+    (out, runs, expected)
 }
