@@ -227,8 +227,8 @@ pub(super) fn workerscale(sc: &mut Sc) -> Outcome {
     let (schedulers, mut workers) = split(sc, 1, 1, &args);
     let from = Utc::now() + chrono_ms(1_000);
     sleep(phase);
-    workers.extend(sc.spawn_named(&named("w", 1..8), &worker(&args)));
     let up = Utc::now();
+    workers.extend(sc.spawn_named(&named("w", 1..8), &worker(&args)));
     sleep(phase);
     // While the bodies of a second run, so that the drain has some to finish.
     let offset = chrono::Duration::from_std(sc.rng.ms(50, 150)).expect("small");
