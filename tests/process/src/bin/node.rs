@@ -165,6 +165,22 @@ async fn with_store(
     })
 }
 
+/// `builder` with the `--role` (default `all`) and the `--max-runs` room, if given.
+fn with_role(
+    builder: slotguard::SchedulerBuilder,
+    args: &Args,
+) -> Result<slotguard::SchedulerBuilder, Box<dyn std::error::Error>> {
+    let builder = builder.role(args.get("role").unwrap_or("all").parse::<Role>()?);
+    Ok(match args.get("max-runs") {
+        Some(runs) => {
+            builder.max_concurrent_runs(runs.parse().map_err(|_| {
+                format!("bad --max-runs {runs}: a whole number of runs, at least 1")
+            })?)
+        }
+        None => builder,
+    })
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args(std::env::args().collect());
@@ -262,13 +278,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
         builder = builder.catch_up_rate(rate);
     }
-    builder = builder.role(args.get("role").unwrap_or("all").parse::<Role>()?);
-    if let Some(runs) = args.get("max-runs") {
-        let runs: usize = runs
-            .parse()
-            .map_err(|_| format!("bad --max-runs {runs}: a whole number of runs, at least 1"))?;
-        builder = builder.max_concurrent_runs(runs);
-    }
+    builder = with_role(builder, &args)?;
     builder = with_store(builder, &store, &args).await?;
     if let Some(spec) = args.get("lock-store") {
         let url = spec
