@@ -873,6 +873,9 @@ impl SchedulerBuilder {
                 Duration::ZERO
             },
             role: self.role,
+            run_refill: self
+                .max_runs
+                .map_or(1, |n| u32::try_from(n / 2).unwrap_or(u32::MAX).max(1)),
             run_limit: self
                 .max_runs
                 .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
