@@ -52,12 +52,17 @@ pub(crate) async fn due_round(
     if jobs.is_empty() {
         return 0;
     }
-    let specs: Vec<_> = jobs.iter().map(|j| j.due_spec()).collect();
-    let due = match slots.store.due_jobs(&specs).await {
-        Ok(due) => due,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not look for due work; will look again next round");
-            return 0;
+    let due = if asks_directly(rt, &jobs) {
+        // Nothing to take before the claim: the claim itself is the look.
+        jobs.iter().map(|j| j.name.to_string()).collect()
+    } else {
+        let specs: Vec<_> = jobs.iter().map(|j| j.due_spec()).collect();
+        match slots.store.due_jobs(&specs).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for due work; will look again next round");
+                return 0;
+            }
         }
     };
     let mut batch = Vec::new();
@@ -71,8 +76,19 @@ pub(crate) async fn due_round(
     if batch.is_empty() {
         return 0;
     }
-    let admission = chain::admit(rt, batch).await;
+    let direct = asks_directly(rt, &batch.iter().map(|c| &c.job).collect::<Vec<_>>());
+    let admission = chain::admit(rt, batch.clone()).await;
     let started = admission.runs.len();
+    if direct {
+        for candidate in &batch {
+            // A run of the job going on here may have work waiting behind it (a buffered slot):
+            // its end looks again.
+            let job = &candidate.job;
+            let got = admission.runs.iter().any(|a| Arc::ptr_eq(&a.job, job));
+            let busy = job.bodies.load(Ordering::Acquire) > 0;
+            job.backlog.store(got || busy, Ordering::Release);
+        }
+    }
     for admitted in admission.runs {
         tracing::info!(
             event = "job_recovered",
@@ -96,6 +112,13 @@ pub(crate) async fn due_round(
         });
     }
     started
+}
+
+/// Whether a worker may skip the read of which jobs have due work: its jobs' chains take no flag
+/// and no lock (the store's overlap policy decides), so claiming is as cheap as asking. A job then
+/// counts as having a backlog until a claim finds nothing, so the end of a run looks again.
+fn asks_directly(rt: &Runtime, jobs: &[&Arc<JobEntry>]) -> bool {
+    rt.role == crate::Role::Worker && jobs.iter().all(|j| j.overlap_by_store())
 }
 
 /// Whether this replica may claim the job's due work now: not paused, and not running here with
