@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 #[cfg(feature = "axum")]
 pub mod http;
 
