@@ -118,7 +118,7 @@ pub(super) fn next_slots(slots: &[DateTime<Utc>], zone: Option<chrono_tz::Tz>) -
         ul.slots {
             @for slot in slots {
                 li {
-                    @if let Some(zone) = zone {
+                    @if let Some(zone) = zone.filter(|z| *z != chrono_tz::UTC) {
                         (slot.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z").to_string())
                         " · "
                     }

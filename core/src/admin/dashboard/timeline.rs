@@ -40,7 +40,13 @@ pub(super) async fn cells(admin: &Admin, job: &str, runs: &[RunRecord]) -> Vec<C
     let oldest = runs.iter().map(|r| r.key.scheduled_at).min();
     let from = oldest.unwrap_or(now - chrono::Duration::days(1));
     // A schedule this version cannot read, or a range too long to scan, leaves the gaps out.
-    let missed: Vec<MissedSlot> = admin.missed(job, from, now).await.unwrap_or_default();
+    // A slot of the last few seconds may not be claimed yet: not missed.
+    let settled = now - chrono::Duration::seconds(5);
+    let missed: Vec<MissedSlot> = if from < settled {
+        admin.missed(job, from, settled).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let mut cells: Vec<Cell> = runs
         .iter()
         .map(|run| Cell {
