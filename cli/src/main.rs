@@ -2,7 +2,7 @@
 //!
 //! `next` (the slots a cron expression yields, like `systemd-analyze calendar`) works offline; the
 //! operations on a cluster's store (`jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
-//! `backfill`, `pause`, `resume`, `audit`) live in [`ops`].
+//! `backfill`, `pause`, `resume`, `audit`, `replicas`) live in [`ops`].
 //!
 //! Exit codes follow clap's convention: 0 for success, 2 for a usage error or bad input, 1 for any other
 //! failure (an I/O error, an unreachable store); the operations add 3 (unknown job or slot) and 4

@@ -1,5 +1,5 @@
 //! The operations on a cluster's store: `jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
-//! `backfill`, `pause`, `resume`, `audit`. Each is one call of the admin API
+//! `backfill`, `pause`, `resume`, `audit`, `replicas`. Each is one call of the admin API
 //! ([`slotguard::admin::Admin`]) on the store the replicas share, printed as a table (or, for the
 //! listings, as JSON with `--json`).
 //!
@@ -199,6 +199,14 @@ pub(crate) enum Op {
         #[arg(long)]
         json: bool,
     },
+    /// List the scheduler processes recorded in the store: host, pid, version, roles, jobs, runs
+    /// held, last heartbeat, alive or gone.
+    #[command(after_long_help = EXAMPLES)]
+    Replicas {
+        /// One JSON object per replica and line, as the HTTP router's `GET /replicas` lists them.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// A failure, with the exit code it maps to.
@@ -307,6 +315,9 @@ enum Plan {
         limit: usize,
         json: bool,
     },
+    Replicas {
+        json: bool,
+    },
 }
 
 impl Plan {
@@ -382,6 +393,7 @@ impl Plan {
                 limit: page(limit)?,
                 json,
             },
+            Op::Replicas { json } => Plan::Replicas { json },
         })
     }
 
@@ -445,6 +457,7 @@ impl Plan {
             Plan::Audit { job, limit, json } => {
                 show::audit(&admin.audit(job.as_deref(), limit).await?, json)
             }
+            Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
         })
     }
 }

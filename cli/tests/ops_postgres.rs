@@ -94,6 +94,11 @@ fn pause_and_resume() {
 }
 
 #[test]
+fn replicas_and_inactive_jobs() {
+    ops::replicas_and_inactive_jobs(&fixture());
+}
+
+#[test]
 fn trigger_creates_a_manual_run() {
     ops::trigger_creates_a_manual_run(&fixture());
 }

@@ -63,6 +63,8 @@ pub(crate) struct JobEntry {
     pub(crate) overlap: Overlap,
     pub(crate) catch_up: CatchUp,
     pub(crate) deadline: Option<Duration>,
+    /// How long its finished runs are kept.
+    pub(crate) retention: Duration,
     pub(crate) partitions: Option<PartitionProvider>,
     /// Stored pause state, refreshed every recovery interval.
     pub(crate) paused: AtomicBool,

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::Runtime;
@@ -18,6 +19,8 @@ pub struct SchedulerHandle {
     heartbeat_done: CancellationToken,
     report: Arc<OnceCell<ShutdownReport>>,
     stopped: CancellationToken,
+    /// The registry task: it removes this replica once `heartbeat_done` is cancelled.
+    registry: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl fmt::Debug for SchedulerHandle {
@@ -45,12 +48,17 @@ pub struct ShutdownReport {
 }
 
 impl SchedulerHandle {
-    pub(crate) fn new(rt: Arc<Runtime>, heartbeat_done: CancellationToken) -> Self {
+    pub(crate) fn new(
+        rt: Arc<Runtime>,
+        heartbeat_done: CancellationToken,
+        registry: Option<JoinHandle<()>>,
+    ) -> Self {
         SchedulerHandle {
             rt,
             heartbeat_done,
             report: Arc::new(OnceCell::new()),
             stopped: CancellationToken::new(),
+            registry: Arc::new(std::sync::Mutex::new(registry)),
         }
     }
 
@@ -72,6 +80,7 @@ impl SchedulerHandle {
     ///    ([`JobContext::cancelled`](crate::JobContext::cancelled)), give them
     ///    [`kill_after`](crate::SchedulerBuilder::kill_after) to return, and record whatever is left
     ///    `abandoned` with reason `shutdown`, releasing its locks so another replica recovers it at once.
+    /// 3. Remove this process from the replica registry.
     ///
     /// # Cancel safety
     /// Dropping the future after it started does not undo phase 1; a later call completes the shutdown.
@@ -96,6 +105,15 @@ impl SchedulerHandle {
                     self.rt.tracker.wait().await;
                 }
                 self.heartbeat_done.cancel();
+                let registry = self
+                    .registry
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                if let Some(registry) = registry {
+                    // It removes this replica from the registry, within its own time limit.
+                    let _ = registry.await;
+                }
                 let report = ShutdownReport {
                     in_flight,
                     finished_in_grace,

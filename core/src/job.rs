@@ -48,6 +48,7 @@ pub struct Job {
     pub(crate) overlap: Option<Overlap>,
     pub(crate) catch_up: Option<CatchUp>,
     pub(crate) deadline: Option<std::time::Duration>,
+    pub(crate) retention: Option<std::time::Duration>,
     pub(crate) partitions: Option<PartitionProvider>,
     pub(crate) handler: Handler,
 }
@@ -65,6 +66,7 @@ impl fmt::Debug for Job {
             .field("overlap", &self.overlap)
             .field("catch_up", &self.catch_up)
             .field("deadline", &self.deadline)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -96,6 +98,7 @@ impl Job {
             overlap: None,
             catch_up: None,
             deadline: None,
+            retention: None,
             partitions: None,
             handler,
         }
@@ -158,6 +161,15 @@ impl Job {
     #[must_use]
     pub fn deadline(mut self, after: std::time::Duration) -> Self {
         self.deadline = Some(after);
+        self
+    }
+
+    /// How long the job's finished runs are kept, with their attempts and audit records (default:
+    /// the scheduler's [`retention`](crate::SchedulerBuilder::retention), 30 days). From 1 s to
+    /// 100 years. Needs the `slot` level (only it keeps history).
+    #[must_use]
+    pub fn retention(mut self, keep: std::time::Duration) -> Self {
+        self.retention = Some(keep);
         self
     }
 

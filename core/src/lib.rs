@@ -63,8 +63,8 @@ pub use job::{
 };
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
 pub use scheduler::{
-    BuildError, ConfigError, JobInfo, MAX_JOB_NAME_CHARS, Scheduler, SchedulerBuilder,
-    derive_lock_key,
+    BuildError, ConfigError, DEFAULT_RETENTION, JobInfo, MAX_JOB_NAME_CHARS, Scheduler,
+    SchedulerBuilder, derive_lock_key,
 };
 pub use slotguard_cron::{
     CronExpr, DstPolicy, Field, FieldError, ParseError, Schedule, ScheduleError, Slot, Tz,

@@ -16,6 +16,7 @@
 //! | `job_ownership_lost_total` | counter | `job_name` | runs told they lost their lease or lock |
 //! | `job_overdue` | gauge | `job_name` | 1 while a slot has not succeeded by its deadline |
 //! | `job_overdue_total` | counter | `job_name` | slots that passed their deadline without success |
+//! | `job_runs_pruned_total` | counter | `job_name` | finished runs this process deleted past their retention (with their attempts and audit records) |
 //! | `scheduler_clock_skew_seconds` | gauge | none | this replica's clock minus the store's, at the last measurement ([`ClockSync`](crate::ClockSync)) |
 
 use std::time::Duration;
@@ -62,6 +63,10 @@ pub(crate) fn ownership_lost(job: &str) {
 pub(crate) fn overdue(job: &str) {
     counter!("job_overdue_total", "job_name" => job.to_owned()).increment(1);
     gauge!("job_overdue", "job_name" => job.to_owned()).set(1.0);
+}
+
+pub(crate) fn runs_pruned(job: &str, count: u64) {
+    counter!("job_runs_pruned_total", "job_name" => job.to_owned()).increment(count);
 }
 
 pub(crate) fn clock_skew(skew: chrono::TimeDelta) {

@@ -54,6 +54,7 @@ pub struct Scheduler {
     catch_up_rate: f64,
     stale_after: Duration,
     clock_check: Duration,
+    prune_interval: Duration,
 }
 
 impl fmt::Debug for Scheduler {
@@ -149,6 +150,20 @@ impl Scheduler {
         Some(admin)
     }
 
+    /// Records this process in the replica registry until `done` (after a shutdown's runs), then
+    /// removes it: a task of its own, as it outlives the stop of the runtime's tasks.
+    fn keep_registered(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        let backend = self.backend.as_ref()?;
+        let every = self.recovery_interval;
+        Some(tokio::spawn(crate::runtime::registry::keep(
+            Arc::clone(&self.runtime),
+            Arc::clone(backend),
+            every,
+            crate::runtime::registry::gone_after(every, self.stale_after),
+            done.clone(),
+        )))
+    }
+
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
@@ -158,7 +173,8 @@ impl Scheduler {
             let backend = Arc::clone(backend);
             tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
         }
-        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done);
+        let registry = self.keep_registered(&heartbeat_done);
+        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done, registry);
         let rt = &self.runtime;
         if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {
             // `try_start` measured before it registered; `start` measures before the timer plans.
@@ -178,6 +194,11 @@ impl Scheduler {
                 .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
         }
         if let Some(backend) = self.backend {
+            rt.tracker.spawn(crate::runtime::retention::prune(
+                Arc::clone(rt),
+                Arc::clone(&backend),
+                self.prune_interval,
+            ));
             let (rt, slots, every, rate) = (
                 Arc::clone(rt),
                 self.runtime.slots.clone(),
@@ -295,6 +316,8 @@ pub struct SchedulerBuilder {
     namespace: String,
     catch_up_rate: f64,
     spread: Option<Duration>,
+    retention: Duration,
+    prune_interval: Duration,
 }
 
 impl Default for SchedulerBuilder {
@@ -322,6 +345,8 @@ impl Default for SchedulerBuilder {
             namespace: "default".to_owned(),
             catch_up_rate: 1.0,
             spread: None,
+            retention: DEFAULT_RETENTION,
+            prune_interval: Duration::from_secs(600),
         }
     }
 }
@@ -368,6 +393,22 @@ impl SchedulerBuilder {
     /// `Duration::ZERO` turns it off; at most 1 s.
     pub fn load_spread(mut self, spread: Duration) -> Self {
         self.spread = Some(spread);
+        self
+    }
+
+    /// How long finished runs are kept, with their attempts, checkpoints and audit records, for
+    /// jobs that do not set their own [`Job::retention`] (default 30 days; from 1 s to 100 years).
+    /// Runs that may still run again (`pending`, `running`, `abandoned` with a next attempt) are
+    /// kept whatever their age, and so is each job's newest scheduled slot.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.retention = keep;
+        self
+    }
+
+    /// How often a replica tries to prune history past its retention (default 10 minutes; at
+    /// least 100 ms). Replicas take turns through a lock: one prunes, the others skip the round.
+    pub fn prune_interval(mut self, every: Duration) -> Self {
+        self.prune_interval = every.max(Duration::from_millis(100));
         self
     }
 
@@ -544,6 +585,7 @@ impl SchedulerBuilder {
             has_locks: self.backend.is_some() || self.lock_store.is_some(),
             stale_after: self.stale_after,
             namespace: &self.namespace,
+            retention: self.retention,
         };
         let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
         let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());
@@ -598,6 +640,9 @@ impl SchedulerBuilder {
                     self.spread.unwrap_or_default()
                 ),
             );
+        }
+        if let Err(problem) = check_retention(self.retention) {
+            setting("retention", problem);
         }
         let rates = crate::admin::MIN_PER_SECOND..=crate::admin::MAX_PER_SECOND;
         if !rates.contains(&self.catch_up_rate) {
@@ -711,7 +756,25 @@ impl SchedulerBuilder {
             catch_up_rate: self.catch_up_rate,
             stale_after: self.stale_after,
             clock_check: self.clock_check,
+            prune_interval: self.prune_interval,
         }
+    }
+}
+
+/// The default of [`SchedulerBuilder::retention`]: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The longest retention accepted: a century, "forever" in practice.
+const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A retention from 1 s to [`MAX_RETENTION`], or what is wrong with it.
+fn check_retention(keep: Duration) -> Result<(), String> {
+    if (Duration::from_secs(1)..=MAX_RETENTION).contains(&keep) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{keep:?} is out of range: expected 1 s to 100 years"
+        ))
     }
 }
 
@@ -728,6 +791,7 @@ struct Defaults<'a> {
     has_locks: bool,
     stale_after: Duration,
     namespace: &'a str,
+    retention: Duration,
 }
 
 /// Whether a job asks for a setting.
@@ -744,6 +808,7 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     }),
     ("partitions", |j| j.partitions.is_some()),
     ("a deadline", |j| j.deadline.is_some()),
+    ("a retention", |j| j.retention.is_some()),
 ];
 
 /// Validates one job: its name, zone, expression, level and the settings its level allows.
@@ -784,6 +849,12 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
             what,
         });
     }
+    if let Some(Err(problem)) = job.retention.map(check_retention) {
+        return Err(ConfigError::Setting {
+            setting: "retention",
+            problem: format!("job `{}`: {problem}", job.name),
+        });
+    }
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
@@ -800,6 +871,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         overlap,
         catch_up: job.catch_up.unwrap_or_default(),
         deadline: job.deadline,
+        retention: job.retention.unwrap_or(defaults.retention),
         partitions: job.partitions.clone(),
         paused: AtomicBool::new(false),
         backlog: AtomicBool::new(false),
@@ -917,12 +989,7 @@ pub fn derive_lock_key(namespace: &str, job: &str) -> i64 {
 
 fn default_instance_id() -> String {
     use std::hash::{BuildHasher, RandomState};
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".to_owned());
+    let host = crate::runtime::registry::host();
     let random = RandomState::new().hash_one(std::process::id()) & 0xffff;
     format!("{host}:{}:{random:04x}", std::process::id())
 }

@@ -14,6 +14,7 @@ use slotguard::store::{
 use slotguard::{ErrorClass, Overlap};
 
 pub mod admin;
+pub mod history;
 pub mod pg;
 
 /// A claim request for `job` at `scheduled_at`.

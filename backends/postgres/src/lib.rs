@@ -32,7 +32,8 @@
 //! - the sequence `fencing_tokens`;
 //! - `lock_keys`: which job of which application owns an advisory-lock key;
 //! - `jobs`: the jobs schedulers registered, with their pause state;
-//! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why.
+//! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why;
+//! - `replicas`: the scheduler processes, each refreshed on its recovery cadence.
 //!
 //! Staleness of a heartbeat is always judged by the database clock (`now()`), never by a replica's.
 //!
@@ -62,6 +63,8 @@ mod locks;
 #[doc(hidden)]
 pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
 mod migrate;
+mod replicas;
+mod retention;
 mod sql;
 
 use std::fmt;

@@ -43,6 +43,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "checkpoints",
         sql: include_str!("../migrations/0005_checkpoints.sql"),
     },
+    Migration {
+        version: 6,
+        description: "replica registry and retention indexes",
+        sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -852,6 +852,11 @@ pub(crate) struct Statements {
     pub(crate) audit_log: Arc<str>,
     pub(crate) save_checkpoint: Arc<str>,
     pub(crate) load_checkpoint: Arc<str>,
+    pub(crate) record_replica: Arc<str>,
+    pub(crate) remove_replica: Arc<str>,
+    pub(crate) replicas: Arc<str>,
+    pub(crate) forget_replicas: Arc<str>,
+    pub(crate) prune_runs: Arc<str>,
 }
 
 impl Statements {
@@ -885,13 +890,19 @@ impl Statements {
             audit_log: s(AUDIT_LOG),
             save_checkpoint: s(SAVE_CHECKPOINT),
             load_checkpoint: s(LOAD_CHECKPOINT),
+            record_replica: s(crate::replicas::RECORD_REPLICA),
+            remove_replica: s(crate::replicas::REMOVE_REPLICA),
+            replicas: s(crate::replicas::REPLICAS),
+            forget_replicas: s(crate::replicas::FORGET_REPLICAS),
+            prune_runs: s(crate::retention::PRUNE_RUNS),
         }
     }
 }
 
 /// A statement, ready for `sqlx::query`.
 pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
-    // Safe: built only from the constants above and a validated, quoted schema name.
+    // Safe: built only from the constants above (and those of `replicas` and `retention`) and a
+    // validated, quoted schema name.
     AssertSqlSafe(Arc::clone(statement))
 }
 

@@ -151,7 +151,7 @@ fn runs_sql(filter: &RunFilter) -> String {
 }
 
 impl Shared {
-    fn corrupt_record(
+    pub(crate) fn corrupt_record(
         &self,
         table: &'static str,
         row: impl ToString,

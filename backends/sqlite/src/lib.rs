@@ -97,6 +97,8 @@ mod error;
 mod inspect;
 mod lease;
 mod migrate;
+mod replicas;
+mod retention;
 mod slots;
 
 pub use error::SqliteError;

@@ -45,6 +45,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "checkpoints",
         sql: include_str!("../migrations/0005_checkpoints.sql"),
     },
+    Migration {
+        version: 6,
+        description: "replica registry and retention indexes",
+        sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -47,8 +47,9 @@ RETURNING id, attempt, fencing_token";
 const INSERT_IDLE: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, stale_after_ms, created_at, updated_at,
-    error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint)
-VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+    finished_at, error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint)
+VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, CASE WHEN ?4 = 'skipped' THEN ?6 END, ?7, ?8, ?9, ?10, ?11,
+        ?12)
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING";
 
 /// Whether another run of the job and partition is running with a fresh heartbeat (by `?3`).
@@ -94,7 +95,7 @@ const DUE_JOBS: &str = "SELECT DISTINCT job_name FROM (";
 /// buffer_one: the slots of the job and partition that were waiting give way to the newer one.
 const SUPERSEDE_WAITING: &str = "
 UPDATE slotguard_job_runs
-SET status = 'skipped', error_message = ?3, updated_at = ?4
+SET status = 'skipped', error_message = ?3, updated_at = ?4, finished_at = ?4
 WHERE job_name = ?1 AND partition_key = ?2 AND status = 'pending' AND next_attempt_at IS NULL";
 
 /// replace: the running attempts of the job and partition are abandoned (before their runs, which

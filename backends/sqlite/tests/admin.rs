@@ -119,5 +119,5 @@ async fn hostile_names_leave_every_table() {
     .fetch_one(backend.pool())
     .await
     .expect("tables");
-    assert_eq!(tables, 7, "every table is still there");
+    assert_eq!(tables, 8, "every table is still there");
 }

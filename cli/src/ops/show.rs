@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use slotguard::admin::{BackfillReport, JobStatus, MissedSlot, Triggered};
-use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, RunRecord};
+use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
 
 /// The widest a table cell gets, in characters.
 const MAX_CELL: usize = 60;
@@ -139,7 +139,7 @@ pub(super) fn jobs(jobs: &[JobStatus], json: bool) -> String {
                 or_dash(j.next_slots.first().map(ts)),
                 or_dash(last.map(|r| ts(&r.key.scheduled_at))),
                 or_dash(last.map(|r| r.status.to_string())),
-                if j.record.paused { "paused" } else { "active" }.to_owned(),
+                job_state(j).to_owned(),
                 if j.record.paused {
                     format!(
                         "by {}: {}",
@@ -166,6 +166,75 @@ pub(super) fn jobs(jobs: &[JobStatus], json: bool) -> String {
         ],
         &rows,
     )
+}
+
+/// A job's state: `paused`, `active` while a live replica runs it, `inactive` when none does (every
+/// replica that had it is gone).
+fn job_state(job: &JobStatus) -> &'static str {
+    if job.record.paused {
+        "paused"
+    } else if job.active() {
+        "active"
+    } else {
+        "inactive"
+    }
+}
+
+/// `slotguard replicas`.
+pub(super) fn replicas(replicas: &[ReplicaRecord], json: bool) -> String {
+    if json {
+        return lines(replicas.iter().map(replica_json));
+    }
+    let rows: Vec<Vec<String>> = replicas
+        .iter()
+        .map(|r| {
+            let info = &r.info;
+            vec![
+                info.id.clone(),
+                if r.alive { "alive" } else { "gone" }.to_owned(),
+                info.host.clone(),
+                info.pid.to_string(),
+                info.version.clone(),
+                info.roles.join(","),
+                info.runs_held.to_string(),
+                at(&r.started_at),
+                at(&r.heartbeat_at),
+                info.jobs.join(","),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "REPLICA",
+            "STATE",
+            "HOST",
+            "PID",
+            "VERSION",
+            "ROLES",
+            "RUNS",
+            "STARTED",
+            "HEARTBEAT",
+            "JOBS",
+        ],
+        &rows,
+    )
+}
+
+fn replica_json(record: &ReplicaRecord) -> Value {
+    let info = &record.info;
+    json!({
+        "id": info.id,
+        "host": info.host,
+        "pid": info.pid,
+        "version": info.version,
+        "roles": info.roles,
+        "jobs": info.jobs,
+        "runsHeld": info.runs_held,
+        "startedAt": record.started_at,
+        "heartbeatAt": record.heartbeat_at,
+        "goneAfterMs": u64::try_from(info.gone_after.as_millis()).unwrap_or(u64::MAX),
+        "alive": record.alive,
+    })
 }
 
 /// `slotguard runs`.
@@ -346,6 +415,8 @@ fn job_json(status: &JobStatus) -> Value {
         "pausedAt": record.paused_at,
         "seenAt": record.seen_at,
         "nextSlots": status.next_slots,
+        "active": status.active(),
+        "replicas": status.replicas,
         "lastRun": status.last_run.as_ref().map(|run| json!({
             "id": run.id,
             "scheduledAt": run.key.scheduled_at,

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use slotguard::store::{
-    AdminStore, AuditRecord, Backend, Claim, ClaimRequest, Finish, JobDefinition, Lease, RunFilter,
-    RunRecord, RunStatus, SlotKey, Trigger,
+    AdminStore, AuditRecord, Backend, Claim, ClaimRequest, Finish, JobDefinition, Lease,
+    ReplicaInfo, RunFilter, RunRecord, RunStatus, SlotKey, Trigger,
 };
 use slotguard::{ErrorClass, Overlap};
 
@@ -31,6 +31,19 @@ pub(crate) const USER: &str = "tester";
 pub(crate) const REPORT: &str = "report";
 /// A job of every second, for storms.
 pub(crate) const TICKER: &str = "ticker";
+
+/// The columns of `slotguard jobs`.
+pub(crate) const JOBS_HEADER: [&str; 9] = [
+    "JOB",
+    "CRON",
+    "ZONE",
+    "GUARD",
+    "NEXT",
+    "LAST SLOT",
+    "LAST STATUS",
+    "STATE",
+    "NOTE",
+];
 
 /// The range the seeded runs lie in.
 pub(crate) const FROM: &str = "2026-03-01T00:00:00Z";
@@ -91,9 +104,10 @@ impl Fixture {
         self.args.clone()
     }
 
-    /// Registers `report` (hourly, Asia/Seoul), `ticker` (every second, UTC) and `nightly` and
-    /// leaves runs of `report` on 2026-03-01: 01:00Z succeeded, 02:00Z failed (`boom`), 03:00Z running
-    /// (held by `replica-a`), 04:00Z failed (`bank API down`). Slots 00:00Z and 05:00Z have no row.
+    /// Registers `report` (hourly, Asia/Seoul), `ticker` (every second, UTC) and `nightly`, run by
+    /// the live replica `replica-a`, and leaves runs of `report` on 2026-03-01: 01:00Z succeeded,
+    /// 02:00Z failed (`boom`), 03:00Z running (held by `replica-a`), 04:00Z failed (`bank API
+    /// down`). Slots 00:00Z and 05:00Z have no row.
     pub(crate) fn seed(&self) {
         let backend = self.backend().clone();
         self.rt.block_on(async move {
@@ -106,6 +120,11 @@ impl Fixture {
                 .await
                 .expect("register jobs");
         });
+        self.replica(
+            "replica-a",
+            &[REPORT, TICKER, "nightly"],
+            Duration::from_secs(3600),
+        );
         self.finished("2026-03-01T01:00:00Z", Finish::succeeded());
         self.finished(
             "2026-03-01T02:00:00Z",
@@ -116,6 +135,24 @@ impl Fixture {
             "2026-03-01T04:00:00Z",
             Finish::failed(ErrorClass::Transient, "bank API down", None),
         );
+    }
+
+    /// Records replica `id` running `jobs`, gone `gone_after` past its heartbeat.
+    pub(crate) fn replica(&self, id: &str, jobs: &[&str], gone_after: Duration) {
+        let backend = self.backend().clone();
+        let info = ReplicaInfo {
+            id: id.to_owned(),
+            host: "web-1".to_owned(),
+            pid: 4242,
+            version: "0.1.0".to_owned(),
+            roles: vec!["all".to_owned()],
+            jobs: jobs.iter().map(|j| (*j).to_owned()).collect(),
+            runs_held: 1,
+            gone_after,
+        };
+        self.rt.block_on(async move {
+            backend.record_replica(&info).await.expect("record replica");
+        });
     }
 
     /// Claims a slot of `job` for `replica-a` (it is `running` until finished).
@@ -590,17 +627,7 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
 /// `pause` and `resume`, as `jobs` shows them.
 pub(crate) fn pause_and_resume(fx: &Fixture) {
     fx.seed();
-    let header = [
-        "JOB",
-        "CRON",
-        "ZONE",
-        "GUARD",
-        "NEXT",
-        "LAST SLOT",
-        "LAST STATUS",
-        "STATE",
-        "NOTE",
-    ];
+    let header = JOBS_HEADER;
     let jobs = fx.slotguard(&["jobs"]);
     let jobs = rows(jobs.ok(), &header);
     let names: Vec<&str> = jobs.iter().map(|j| j["JOB"].as_str()).collect();
@@ -652,6 +679,80 @@ pub(crate) fn pause_and_resume(fx: &Fixture) {
     fx.slotguard(&["pause", "nope", "--reason", "r"]).fails(3);
     let actions: Vec<String> = fx.audit().into_iter().map(|a| a.entry.action).collect();
     assert_eq!(actions, ["resume", "pause"]);
+}
+
+/// `replicas` lists the processes, alive or gone; `jobs` calls a job `inactive` once every
+/// replica that ran it is gone.
+pub(crate) fn replicas_and_inactive_jobs(fx: &Fixture) {
+    fx.seed();
+    fx.replica("replica-b", &[TICKER, "retired"], Duration::from_millis(1));
+    std::thread::sleep(Duration::from_millis(50));
+    let header = [
+        "REPLICA",
+        "STATE",
+        "HOST",
+        "PID",
+        "VERSION",
+        "ROLES",
+        "RUNS",
+        "STARTED",
+        "HEARTBEAT",
+        "JOBS",
+    ];
+    let out = fx.slotguard(&["replicas"]);
+    let listed = rows(out.ok(), &header);
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["REPLICA"], "replica-a");
+    assert_eq!(listed[0]["STATE"], "alive");
+    assert_eq!(listed[0]["HOST"], "web-1");
+    assert_eq!(listed[0]["PID"], "4242");
+    assert_eq!(listed[0]["ROLES"], "all");
+    assert_eq!(listed[0]["RUNS"], "1");
+    assert_eq!(listed[0]["JOBS"], "report,ticker,nightly");
+    assert_eq!(listed[1]["REPLICA"], "replica-b");
+    assert_eq!(listed[1]["STATE"], "gone");
+
+    let json = fx.slotguard(&["replicas", "--json"]).json();
+    assert_eq!(json.len(), 2);
+    assert_eq!(json[0]["id"], "replica-a");
+    assert_eq!(json[0]["alive"], true);
+    assert_eq!(json[0]["roles"], serde_json::json!(["all"]));
+    assert_eq!(json[0]["goneAfterMs"], 3_600_000);
+    assert_eq!(json[1]["alive"], false);
+
+    // `nightly` is run by replica-a only: active. Once replica-a is gone too, it is inactive.
+    let states = |fx: &Fixture| -> Vec<(String, String)> {
+        rows(fx.slotguard(&["jobs"]).ok(), &JOBS_HEADER)
+            .into_iter()
+            .map(|r| (r["JOB"].clone(), r["STATE"].clone()))
+            .collect()
+    };
+    let pair = |job: &str, state: &str| (job.to_owned(), state.to_owned());
+    assert_eq!(
+        states(fx),
+        [
+            pair("nightly", "active"),
+            pair(REPORT, "active"),
+            pair(TICKER, "active")
+        ]
+    );
+    fx.replica(
+        "replica-a",
+        &[REPORT, TICKER, "nightly"],
+        Duration::from_millis(1),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        states(fx),
+        [
+            pair("nightly", "inactive"),
+            pair(REPORT, "inactive"),
+            pair(TICKER, "inactive")
+        ]
+    );
+    let json = fx.slotguard(&["jobs", "--json"]).json();
+    assert_eq!(json[0]["active"], false);
+    assert_eq!(json[0]["replicas"], serde_json::json!([]));
 }
 
 /// `trigger`: a manual run at a millisecond slot, pending.

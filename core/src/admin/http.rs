@@ -49,7 +49,7 @@
 //!
 //! | method | path | query / body | answer |
 //! | --- | --- | --- | --- |
-//! | `GET` | `/jobs` | | `{"jobs": [job with nextSlots and lastRun]}` |
+//! | `GET` | `/jobs` | | `{"jobs": [job with nextSlots, lastRun, active and replicas]}` |
 //! | `GET` | `/jobs/{job}/runs` | `?status=&from=&to=&partition=&limit=` | `{"runs": [run with attempts]}` |
 //! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=` | run with attempts |
 //! | `GET` | `/jobs/{job}/missed` | `?from=&to=` (`to` defaults to now) | `{"missed": [slot]}` |
@@ -60,6 +60,7 @@
 //! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job |
 //! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job |
 //! | `GET` | `/audit` | `?job=&limit=` | `{"audit": [record]}` |
+//! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
 //! An empty query parameter is an absent one, except `partition`: `?partition=` means the
 //! unpartitioned runs, no `partition` at all means every partition. `limit` defaults to 50 and is at
@@ -113,7 +114,8 @@ use super::{
     Triggered, shown,
 };
 use crate::store::{
-    AttemptRecord, AuditRecord, JobRecord, RunFilter, RunRecord, RunStatus, UnknownRunStatus,
+    AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus,
+    UnknownRunStatus,
 };
 
 /// The largest request body accepted, in bytes; a larger one is refused with 413 and changes nothing.
@@ -143,6 +145,7 @@ pub fn router(admin: Admin) -> Router {
         .route("/jobs/{job}/pause", post(pause))
         .route("/jobs/{job}/resume", post(resume))
         .route("/audit", get(audit))
+        .route("/replicas", get(replicas))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -370,6 +373,16 @@ async fn audit(
         StatusCode::OK,
         &AuditDto {
             audit: records.iter().map(AuditRecordDto::from).collect(),
+        },
+    ))
+}
+
+async fn replicas(State(admin): State<Admin>) -> Result<Response, ApiError> {
+    let replicas = admin.replicas().await?;
+    Ok(json(
+        StatusCode::OK,
+        &ReplicasDto {
+            replicas: replicas.iter().map(ReplicaDto::from).collect(),
         },
     ))
 }
@@ -675,6 +688,8 @@ struct JobStatusDto {
     job: JobDto,
     next_slots: Vec<DateTime<Utc>>,
     last_run: Option<RunSummaryDto>,
+    active: bool,
+    replicas: Vec<String>,
 }
 
 impl From<&JobStatus> for JobStatusDto {
@@ -683,6 +698,8 @@ impl From<&JobStatus> for JobStatusDto {
             job: JobDto::from(&status.record),
             next_slots: status.next_slots.clone(),
             last_run: status.last_run.as_ref().map(RunSummaryDto::from),
+            active: status.active(),
+            replicas: status.replicas.clone(),
         }
     }
 }
@@ -939,6 +956,47 @@ impl From<&AuditRecord> for AuditRecordDto {
             actor: record.entry.actor.clone(),
             reason: record.entry.reason.clone(),
             at: record.at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReplicasDto {
+    replicas: Vec<ReplicaDto>,
+}
+
+/// A scheduler process as it recorded itself.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplicaDto {
+    id: String,
+    host: String,
+    pid: u32,
+    version: String,
+    roles: Vec<String>,
+    jobs: Vec<String>,
+    runs_held: u32,
+    started_at: DateTime<Utc>,
+    heartbeat_at: DateTime<Utc>,
+    gone_after_ms: u64,
+    alive: bool,
+}
+
+impl From<&ReplicaRecord> for ReplicaDto {
+    fn from(record: &ReplicaRecord) -> Self {
+        let info = &record.info;
+        ReplicaDto {
+            id: info.id.clone(),
+            host: info.host.clone(),
+            pid: info.pid,
+            version: info.version.clone(),
+            roles: info.roles.clone(),
+            jobs: info.jobs.clone(),
+            runs_held: info.runs_held,
+            started_at: record.started_at,
+            heartbeat_at: record.heartbeat_at,
+            gone_after_ms: u64::try_from(info.gone_after.as_millis()).unwrap_or(u64::MAX),
+            alive: record.alive,
         }
     }
 }

@@ -31,8 +31,8 @@ use slotguard_cron::{DstPolicy, Schedule, parse_zone};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::policy::Overlap;
 use crate::store::{
-    AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, RunChange, RunFilter,
-    RunRecord, RunStatus, SlotKey, StoreError, Trigger,
+    AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue, JobRecord, ReplicaRecord, RunChange,
+    RunFilter, RunRecord, RunStatus, SlotKey, StoreError, Trigger,
 };
 use crate::{check_job_name, check_partition};
 
@@ -197,6 +197,16 @@ pub struct JobStatus {
     pub next_slots: Vec<DateTime<Utc>>,
     /// The newest run, if any.
     pub last_run: Option<RunRecord>,
+    /// The live replicas that run the job, by id: none means no process runs it now (every
+    /// replica that had it is gone, or it was removed from the code).
+    pub replicas: Vec<String>,
+}
+
+impl JobStatus {
+    /// Whether a live replica runs the job.
+    pub fn active(&self) -> bool {
+        !self.replicas.is_empty()
+    }
 }
 
 /// A slot of the schedule with no row: nothing ran and nothing was recorded.
@@ -338,6 +348,13 @@ impl Admin {
     /// Every registered job with its next slots, last run and pause state.
     pub async fn jobs(&self) -> Result<Vec<JobStatus>, AdminError> {
         let records = self.store.jobs().await?;
+        let live: Vec<ReplicaRecord> = self
+            .store
+            .replicas()
+            .await?
+            .into_iter()
+            .filter(|r| r.alive)
+            .collect();
         let now = self.clock.now();
         let mut out = Vec::with_capacity(records.len());
         for record in records {
@@ -353,13 +370,25 @@ impl Admin {
             let next_slots = schedule_of(&record)
                 .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
                 .unwrap_or_default();
+            let replicas = live
+                .iter()
+                .filter(|r| r.info.jobs.contains(&record.definition.name))
+                .map(|r| r.info.id.clone())
+                .collect();
             out.push(JobStatus {
                 record,
                 next_slots,
                 last_run,
+                replicas,
             });
         }
         Ok(out)
+    }
+
+    /// Every scheduler process recorded in the store, by id, alive or gone (by the store's clock).
+    /// A process removes itself on a graceful shutdown; one that died stays, shown gone, for a day.
+    pub async fn replicas(&self) -> Result<Vec<ReplicaRecord>, AdminError> {
+        Ok(self.store.replicas().await?)
     }
 
     /// One registered job.

@@ -16,6 +16,8 @@ pub(crate) mod clock_sync;
 pub(crate) mod control;
 mod deadline;
 pub(crate) mod recover;
+pub(crate) mod registry;
+pub(crate) mod retention;
 mod run;
 mod tick;
 pub(crate) mod timer;

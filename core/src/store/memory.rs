@@ -18,6 +18,9 @@ use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::policy::Overlap;
 
+mod registry;
+mod retention;
+
 /// The in-process backend. Clones share the same rows and locks, so several schedulers in one process
 /// (standing in for replicas) can race on it.
 ///
@@ -37,6 +40,7 @@ struct Inner {
     lock_keys: HashMap<i64, (String, String)>,
     jobs: std::collections::BTreeMap<String, JobRecord>,
     audit: Vec<AuditRecord>,
+    replicas: std::collections::BTreeMap<String, registry::Replica>,
     unavailable: bool,
 }
 
@@ -331,6 +335,7 @@ impl SlotStore for MemoryBackend {
                     owner: String::new(),
                     token: 0,
                     message: Some(reason.to_owned()),
+                    finished_at: Some(now),
                     attempts: Vec::new(),
                     ..Run::new(id, request, now)
                 },
@@ -500,6 +505,7 @@ impl Inner {
                     {
                         run.status = RunStatus::Skipped;
                         run.message = Some("overlap: superseded by a newer slot".into());
+                        run.finished_at = Some(now);
                     }
                 }
                 Some((RunStatus::Pending, "overlap: waiting for the running slot"))
@@ -513,6 +519,7 @@ impl Inner {
                         run.status = RunStatus::Abandoned;
                         run.next_attempt_at = None;
                         run.message = Some("replaced by a newer slot".into());
+                        run.finished_at = Some(now);
                         run.end_attempt(RunStatus::Abandoned, "replaced by a newer slot", now);
                     }
                 }
@@ -537,6 +544,7 @@ impl Inner {
             run.status = status;
             run.owner = String::new();
             run.message = Some(message.to_owned());
+            run.finished_at = (status == RunStatus::Skipped).then_some(now);
             run.attempts.clear();
             self.runs.insert(key.clone(), run);
             return Claim::Taken { status };

@@ -15,12 +15,16 @@ use crate::policy::Overlap;
 
 pub mod admin;
 pub mod memory;
+pub mod replicas;
+pub mod retention;
 pub(crate) mod vocab;
 
 pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunFilter, RunRecord,
 };
+pub use replicas::{ReplicaInfo, ReplicaRecord, ReplicaStore};
+pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionStore};
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
@@ -454,7 +458,7 @@ pub trait LockStore: Send + Sync + 'static {
 
 /// A store for every guard level and for operators: what
 /// [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend) takes.
-pub trait Backend: SlotStore + LockStore + AdminStore {
+pub trait Backend: SlotStore + LockStore + AdminStore + ReplicaStore + RetentionStore {
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 }

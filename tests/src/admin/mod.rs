@@ -37,7 +37,9 @@ macro_rules! admin_contract {
             a_retried_dead_run_gets_an_attempt_beyond_the_maximum,
             enqueued_runs_are_created_once_and_claimed_once_due,
             cancelling_takes_the_run_from_its_holder_or_the_queue,
-            the_audit_trail_is_newest_first_per_job_and_capped);
+            the_audit_trail_is_newest_first_per_job_and_capped,
+            replicas_record_themselves_go_stale_and_leave,
+            finished_runs_past_their_retention_are_pruned);
     };
     (@each #[$test:meta] $fresh:ident; $($check:ident),+) => {
         $(
@@ -54,6 +56,8 @@ mod audit;
 mod cancel;
 mod enqueue;
 mod jobs;
+mod replicas;
+mod retention;
 mod retry;
 mod runs;
 
@@ -66,6 +70,8 @@ pub use jobs::{
     hostile_job_names_round_trip_through_every_operation, hostile_names,
     jobs_are_registered_and_keep_their_pause_state, names_outside_the_rule_are_bad_input,
 };
+pub use replicas::{replica, replicas_record_themselves_go_stale_and_leave};
+pub use retention::finished_runs_past_their_retention_are_pruned;
 pub use retry::{
     a_retried_dead_run_gets_an_attempt_beyond_the_maximum,
     a_retried_run_is_due_again_and_claimed_with_the_next_attempt, concurrent_retries_are_done_once,

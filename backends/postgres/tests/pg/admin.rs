@@ -252,3 +252,23 @@ async fn eight_concurrent_retries_of_one_run_are_done_once() {
     assert_eq!(log.len(), 1, "one retry audited: {log:?}");
     backend.close().await;
 }
+
+/// History retention and the replica registry through two schedulers on one schema, in real time
+/// ([`slotguard_tests::history`]); attempts went with their runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_second_jobs_old_runs_are_pruned_while_replicas_are_listed() {
+    let fresh = fresh().await;
+    slotguard_tests::history::a_per_second_jobs_old_runs_are_pruned_while_replicas_are_listed(
+        fresh.backend.clone(),
+    )
+    .await;
+    let orphans: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {0}.job_run_attempts a \
+         WHERE NOT EXISTS (SELECT 1 FROM {0}.job_runs r WHERE r.id = a.run_id)",
+        fresh.schema.name
+    )))
+    .fetch_one(fresh.backend.pool())
+    .await
+    .expect("count");
+    assert_eq!(orphans, 0);
+}

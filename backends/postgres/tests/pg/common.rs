@@ -31,13 +31,14 @@ impl Connect for TestSchema {
 }
 
 /// The tables the migrations create, by name.
-pub(crate) const TABLES: [&str; 6] = [
+pub(crate) const TABLES: [&str; 7] = [
     "job_run_attempts",
     "job_run_audit",
     "job_runs",
     "jobs",
     "lock_keys",
     "migrations",
+    "replicas",
 ];
 
 /// The tables in `schema`, by name.

@@ -1,0 +1,126 @@
+//! [`ReplicaStore`] for PostgreSQL: one row per scheduler process, judged alive or gone by the
+//! database clock, like heartbeats of runs.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use slotguard::store::replicas::{jobs_from_text, jobs_to_text, roles_from_text, roles_to_text};
+use slotguard::store::{ReplicaInfo, ReplicaRecord, ReplicaStore, StoreError};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::error::PgError;
+use crate::sql::sql;
+use crate::{PgBackend, micros};
+
+/// Inserts or replaces the row of replica `$1`; an existing row keeps its start. `$8` is the
+/// threshold in microseconds.
+pub(crate) const RECORD_REPLICA: &str = "
+INSERT INTO {schema}.replicas AS r
+    (replica_id, host, pid, version, roles, jobs, runs_held, gone_after)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8 * interval '1 microsecond')
+ON CONFLICT (replica_id) DO UPDATE
+SET host = excluded.host,
+    pid = excluded.pid,
+    version = excluded.version,
+    roles = excluded.roles,
+    jobs = excluded.jobs,
+    runs_held = excluded.runs_held,
+    gone_after = excluded.gone_after,
+    heartbeat_at = now()
+";
+
+pub(crate) const REMOVE_REPLICA: &str = "DELETE FROM {schema}.replicas WHERE replica_id = $1";
+
+/// Every replica, by id in byte order, alive or gone by the database clock.
+pub(crate) const REPLICAS: &str = r#"
+SELECT replica_id, host, pid, version, roles, jobs, runs_held,
+       (extract(epoch FROM gone_after) * 1000000)::bigint AS gone_after_us,
+       started_at, heartbeat_at, heartbeat_at + gone_after >= now() AS alive
+FROM {schema}.replicas
+ORDER BY replica_id COLLATE "C"
+"#;
+
+/// Rows gone for longer than `$1` microseconds past their own threshold.
+pub(crate) const FORGET_REPLICAS: &str = "
+DELETE FROM {schema}.replicas
+WHERE heartbeat_at + gone_after + $1 * interval '1 microsecond' < now()
+";
+
+fn replica(row: &PgRow) -> Result<ReplicaRecord, PgError> {
+    let unsigned = |column: &'static str, value: i64| {
+        u64::try_from(value).map_err(|_| PgError::UnexpectedValue {
+            column,
+            value: value.to_string(),
+        })
+    };
+    let pid: i64 = row.try_get("pid")?;
+    let runs_held: i32 = row.try_get("runs_held")?;
+    let gone_after_us: i64 = row.try_get("gone_after_us")?;
+    let roles: String = row.try_get("roles")?;
+    let jobs: String = row.try_get("jobs")?;
+    Ok(ReplicaRecord {
+        info: ReplicaInfo {
+            id: row.try_get("replica_id")?,
+            host: row.try_get("host")?,
+            pid: u32::try_from(unsigned("replicas.pid", pid)?).unwrap_or(u32::MAX),
+            version: row.try_get("version")?,
+            roles: roles_from_text(&roles),
+            jobs: jobs_from_text(&jobs),
+            runs_held: u32::try_from(unsigned("replicas.runs_held", i64::from(runs_held))?)
+                .unwrap_or(u32::MAX),
+            gone_after: Duration::from_micros(unsigned("replicas.gone_after", gone_after_us)?),
+        },
+        started_at: row.try_get("started_at")?,
+        heartbeat_at: row.try_get("heartbeat_at")?,
+        alive: row.try_get("alive")?,
+    })
+}
+
+#[async_trait]
+impl ReplicaStore for PgBackend {
+    async fn record_replica(&self, replica: &ReplicaInfo) -> Result<(), StoreError> {
+        sqlx::query(sql(&self.inner.statements.record_replica))
+            .bind(&replica.id)
+            .bind(&replica.host)
+            .bind(i64::from(replica.pid))
+            .bind(&replica.version)
+            .bind(roles_to_text(&replica.roles))
+            .bind(jobs_to_text(&replica.jobs))
+            .bind(i32::try_from(replica.runs_held).unwrap_or(i32::MAX))
+            .bind(micros(replica.gone_after))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(())
+    }
+
+    async fn remove_replica(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql(&self.inner.statements.remove_replica))
+            .bind(id)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StoreError> {
+        let rows = sqlx::query(sql(&self.inner.statements.replicas))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        rows.iter()
+            .map(replica)
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+
+    async fn forget_replicas(&self, gone_for: Duration) -> Result<u64, StoreError> {
+        let done = sqlx::query(sql(&self.inner.statements.forget_replicas))
+            .bind(micros(gone_for))
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(done.rows_affected())
+    }
+}
