@@ -178,6 +178,7 @@ async fn every_page_answers_html_with_the_security_headers() {
         "/ui/missed".to_owned(),
         "/ui/missed?from=2026-03-01T00:00&to=2026-03-09T00:00".to_owned(),
         "/ui/audit".to_owned(),
+        "/ui/replicas".to_owned(),
     ] {
         let page = get(&app, &uri).await;
         assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);

@@ -240,13 +240,30 @@ async fn walk(c: &Client, addr: SocketAddr, shots: &Shots) {
     );
     assert!(c.get_alert_text().await.is_err(), "no alert ran");
 
-    // A job: the timeline fills in by itself (live refresh) until a failed slot shows.
+    // A job: the timeline fills in by itself (live refresh) until a failed slot shows, while a
+    // half-typed reason and the scroll position stay as they were.
     c.find(Locator::LinkText(FLAKY))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
+    shows(c, "#form-pause", Duration::from_secs(10)).await;
+    let reason = c
+        .find(Locator::Css("#form-pause input[name=reason]"))
+        .await
+        .unwrap();
+    reason.send_keys("half typed").await.unwrap();
+    let js = "window.scrollTo(0, 150); delete document.documentElement.dataset.refreshed; \
+              return window.scrollY";
+    let scrolled = script(c, js).await;
+    assert!(scrolled.as_u64().unwrap_or(0) > 0, "the page scrolls");
+    shows(c, "html[data-refreshed]", Duration::from_secs(12)).await;
+    assert_eq!(
+        reason.prop("value").await.unwrap().as_deref(),
+        Some("half typed")
+    );
+    assert_eq!(script(c, "return window.scrollY").await, scrolled);
     shows(c, ".timeline a.k-failed", Duration::from_secs(20)).await;
 
     // Retry it and see the second attempt appear on the run's page.
@@ -275,6 +292,13 @@ async fn walk(c: &Client, addr: SocketAddr, shots: &Shots) {
     assert_eq!(text(c, "h1 .name").await, HOSTILE);
     assert_eq!(count(c, "script").await, 1);
     assert!(c.get_alert_text().await.is_err(), "no alert ran");
+
+    c.goto(&format!("{home}/replicas")).await.unwrap();
+    let replicas = text(c, "#replicas").await;
+    assert!(
+        replicas.contains("alive") && replicas.contains(FLAKY),
+        "{replicas}"
+    );
 
     c.goto(&format!("{home}/failures")).await.unwrap();
     assert!(text(c, "#failures").await.contains(FLAKY));

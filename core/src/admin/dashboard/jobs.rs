@@ -55,7 +55,7 @@ fn table(base: &Base, jobs: &[JobStatus], in_progress: &HashMap<String, usize>) 
             table.jobs {
                 thead { tr {
                     th { "Job" } th { "Schedule" } th { "Zone · DST" } th { "Guard" }
-                    th { "State" } th { "Last run" } th { "Next slots" } th { "Running" }
+                    th { "State" } th { "Last run" } th { "Next slots" } th { "Running" } th { "Replicas" }
                 } }
                 tbody {
                     @for job in jobs {
@@ -90,6 +90,13 @@ fn row(base: &Base, job: &JobStatus, running: Option<usize>) -> Markup {
             }
             td { (next_slots(&job.next_slots, zone)) }
             td { (running.unwrap_or(0)) }
+            td {
+                @if job.active() {
+                    a href=(base.at("/replicas")) { (job.replicas.len()) " live" }
+                } @else {
+                    span.badge.s-skipped title="no live replica runs it" { "inactive" }
+                }
+            }
         }
     }
 }

@@ -6,12 +6,13 @@
 //!
 //! | path | page |
 //! | --- | --- |
-//! | `/` | every job: schedule in words, zone, DST policy, guard, pause, last outcome, next 3 slots, runs in progress |
+//! | `/` | every job: schedule in words, zone, DST policy, guard, pause, last outcome, next 3 slots, runs in progress, live replicas running it |
 //! | `/jobs/{job}` | a job: timeline of its recent slots, its runs with their attempts, filters, actions |
 //! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, idempotency key, audit trail, retry and cancel |
 //! | `/failures` | failed, dead and abandoned runs of every job |
 //! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last 24 hours) |
 //! | `/audit` | the audit trail |
+//! | `/replicas` | the scheduler processes recorded in the store, alive or gone |
 //!
 //! # Authentication and the operator
 //!
@@ -60,6 +61,7 @@ mod job;
 mod jobs;
 mod missed;
 mod page;
+mod replicas;
 mod run;
 mod security;
 mod timeline;
@@ -143,6 +145,7 @@ impl Dashboard {
             .route("/failures", get(failures::page))
             .route("/missed", get(missed::page))
             .route("/audit", get(audit::page))
+            .route("/replicas", get(replicas::page))
             .route("/assets/app.css", get(page::stylesheet))
             .route("/assets/app.js", get(page::script))
             .fallback(page::not_found)

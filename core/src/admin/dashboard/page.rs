@@ -97,6 +97,7 @@ pub(super) fn frame(base: &Base, title: &str, body: Markup) -> Markup {
                     a href=(base.at("/failures")) { "Failures" }
                     a href=(base.at("/missed")) { "Missed slots" }
                     a href=(base.at("/audit")) { "Audit" }
+                    a href=(base.at("/replicas")) { "Replicas" }
                 }
                 main { (body) }
             }
