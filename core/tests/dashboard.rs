@@ -74,6 +74,11 @@ async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partiti
     let [Claim::Won(lease)] = claims.as_slice() else {
         panic!("claim not won: {claims:?}");
     };
+    let saved = backend
+        .save_checkpoint("replica-a", lease, "<i>page 3</i> of 7")
+        .await
+        .unwrap();
+    assert!(saved);
     let finish = Finish::failed(ErrorClass::Transient, "<b>bank</b> timed out", None);
     assert!(
         backend
@@ -231,11 +236,16 @@ async fn hostile_names_partitions_and_messages_are_rendered_as_text() {
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains(&escaped(HOSTILE_PARTITION)));
     assert!(page.body.contains("&lt;b&gt;bank&lt;/b&gt; timed out"));
+    assert!(
+        page.body.contains("&lt;i&gt;page 3&lt;/i&gt; of 7"),
+        "the checkpoint"
+    );
     for page in [&jobs, &page] {
         // The only script is the dashboard's own; no markup from the store.
         assert_eq!(page.body.matches("<script").count(), 1, "{}", page.body);
         assert!(!page.body.contains("<img"), "{}", page.body);
         assert!(!page.body.contains("<b>"), "{}", page.body);
+        assert!(!page.body.contains("<i>"), "{}", page.body);
     }
 }
 

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `/` | every job: schedule in words, zone, DST policy, guard, pause, last outcome, next 3 slots, runs in progress, live replicas running it |
 //! | `/jobs/{job}` | a job: timeline of its recent slots, its runs with their attempts, filters, actions |
-//! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, idempotency key, audit trail, retry and cancel |
+//! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, checkpoint, idempotency key, audit trail, retry and cancel |
 //! | `/failures` | failed, dead and abandoned runs of every job |
 //! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last 24 hours) |
 //! | `/audit` | the audit trail |

@@ -50,6 +50,8 @@ async fn render(
         .into_iter()
         .filter(|a| a.run_id == Some(run.id) || a.scheduled_at == Some(slot))
         .collect();
+    // The checkpoint its last attempt saved (slot-level jobs): where the next attempt resumes.
+    let checkpoint = ui.admin.store.load_checkpoint(run.id).await?;
     let settings = &ui.settings;
     let retryable = !matches!(
         run.status,
@@ -64,6 +66,8 @@ async fn render(
         @if cancellable { (forms::run_change(base, settings, job, "cancel", &slot, partition)) }
         h2 { "Attempts" }
         (live("attempts", attempts(&run)))
+        h2 { "Checkpoint" }
+        (live("checkpoint", checkpoint_of(checkpoint.as_deref())))
         h2 { "Audit trail" }
         (audit_table(&audit))
     })
@@ -83,6 +87,23 @@ fn facts(run: &RunRecord) -> Markup {
             dt { "Error" } dd {
                 @if let Some(class) = &run.error_class { code { (class) } " " }
                 (run.error_message.as_deref().unwrap_or("–"))
+            }
+        }
+    }
+}
+
+/// The most of a checkpoint shown, in bytes.
+const CHECKPOINT_SHOWN: usize = 4096;
+
+fn checkpoint_of(saved: Option<&str>) -> Markup {
+    html! {
+        @match saved {
+            None => p { "None saved." },
+            Some(text) => {
+                @let cut = text.char_indices().map(|(i, _)| i).take_while(|i| *i <= CHECKPOINT_SHOWN).last().unwrap_or(0);
+                @let shown = if text.len() > CHECKPOINT_SHOWN { &text[..cut] } else { text };
+                pre.checkpoint { (shown) }
+                @if shown.len() < text.len() { p { small { "… " (text.len()) " bytes in all" } } }
             }
         }
     }
