@@ -99,7 +99,29 @@ impl Drop for Driver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A browser left behind by chromedriver (a test that failed before closing it): every
+        // process started with this test's own profile directory, and no other.
+        let profile = self.profile.path().display().to_string();
+        for pid in processes_mentioning(&profile) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
     }
+}
+
+/// The processes whose command line contains `text`.
+fn processes_mentioning(text: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(text))
+        })
+        .collect()
 }
 
 /// A job that fails its first attempt and succeeds when retried.
@@ -384,18 +406,22 @@ async fn an_operator_works_through_the_dashboard_on_sqlite() {
 async fn an_operator_works_through_the_dashboard_on_postgres() {
     let url = std::env::var("SLOTGUARD_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("dashboard_{}", std::process::id());
+    let schema = format!("sg_dashboard_{}", std::process::id());
     let backend = slotguard_postgres::PgBackend::builder(&url)
         .schema(schema.clone())
         .connect()
         .await
         .expect("PostgreSQL");
     let pool = backend.pool().clone();
-    browser_walk(backend, Shots(None)).await;
+    // Run in a task of its own so that the schema is dropped whether the walk passes or panics.
+    let walk = tokio::spawn(browser_walk(backend, Shots(None))).await;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
     )))
     .execute(&pool)
     .await
     .expect("schema dropped");
+    if let Err(panic) = walk {
+        std::panic::resume_unwind(panic.into_panic());
+    }
 }

@@ -48,6 +48,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "replica registry and retention indexes",
         sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
     },
+    Migration {
+        version: 7,
+        description: "dashboard indexes",
+        sql: include_str!("../migrations/0007_dashboard_indexes.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -10,7 +10,7 @@
 //! | `/jobs/{job}` | a job: timeline of its recent slots, its runs with their attempts, filters, actions |
 //! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, checkpoint, idempotency key, audit trail, retry and cancel |
 //! | `/failures` | failed, dead and abandoned runs of every job |
-//! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last 24 hours) |
+//! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last hour) |
 //! | `/audit` | the audit trail |
 //! | `/replicas` | the scheduler processes recorded in the store, alive or gone |
 //!
