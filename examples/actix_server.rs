@@ -271,6 +271,7 @@ fn job_json(job: &JobStatus) -> Value {
         "zone": def.zone,
         "guard": def.guard,
         "paused": job.record.paused,
+        "active": job.active(),
         "nextSlots": job.next_slots,
         "lastRun": job.last_run.as_ref().map(run_json),
     })

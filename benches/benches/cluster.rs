@@ -24,8 +24,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Timelike, Utc};
 use slotguard::store::{
     AdminStore, AuditEntry, AuditRecord, Backend, Claim, ClaimRequest, DueClaim, DueSpec, Enqueue,
-    Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, RunChange, RunFilter, RunRecord,
-    SlotKey, SlotStore, StoreError,
+    Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, PruneSpec, Pruned, ReplicaInfo,
+    ReplicaRecord, ReplicaStore, RetentionStore, RunChange, RunFilter, RunRecord, SlotKey,
+    SlotStore, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -287,6 +288,38 @@ impl<B: Backend> LockStore for Counting<B> {
             self.inner.register_lock_keys(namespace, keys),
         )
         .await
+    }
+}
+
+/// Not counted: one registry write per replica and recovery interval, beside the slot work measured.
+#[async_trait]
+impl<B: Backend> ReplicaStore for Counting<B> {
+    async fn record_replica(&self, replica: &ReplicaInfo) -> Result<(), StoreError> {
+        self.inner.record_replica(replica).await
+    }
+
+    async fn remove_replica(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.remove_replica(id).await
+    }
+
+    async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StoreError> {
+        self.inner.replicas().await
+    }
+
+    async fn forget_replicas(&self, gone_for: Duration) -> Result<u64, StoreError> {
+        self.inner.forget_replicas(gone_for).await
+    }
+}
+
+/// Not counted: a prune pass every ten minutes.
+#[async_trait]
+impl<B: Backend> RetentionStore for Counting<B> {
+    async fn prune_runs(
+        &self,
+        specs: &[PruneSpec],
+        limit: usize,
+    ) -> Result<Vec<Pruned>, StoreError> {
+        self.inner.prune_runs(specs, limit).await
     }
 }
 

@@ -2,7 +2,7 @@
 //! every guard layer share.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use slotguard_cron::{Schedule, Slot};
@@ -79,6 +79,11 @@ pub(crate) struct JobEntry {
     /// flag while its chain is walked or its permits released): only then does the flag prove "a
     /// previous run is still going".
     pub(crate) in_body: AtomicBool,
+    /// Per process and cluster-wide limits on bodies claimed from the store ([`Job::process_limit`](crate::Job::process_limit),
+    /// [`Job::cluster_limit`](crate::Job::cluster_limit)).
+    pub(crate) limits: (Option<u32>, Option<u32>),
+    /// Bodies of the job claimed from the store that run in this process now.
+    pub(crate) bodies: AtomicUsize,
 }
 
 impl JobEntry {
@@ -93,11 +98,25 @@ impl JobEntry {
 
     /// What the store needs to hand this job's due work out.
     pub(crate) fn due_spec(&self) -> DueSpec {
+        let here = self.bodies.load(Ordering::Acquire);
+        let room = self
+            .limits
+            .0
+            .map(|n| n.saturating_sub(u32::try_from(here).unwrap_or(u32::MAX)));
         DueSpec {
             job: self.name.to_string(),
             max_attempts: self.retry.max_attempts,
             overlap: self.overlap,
+            limit: room,
+            cluster_limit: self.limits.1,
         }
+    }
+
+    /// Whether this process has room for another body of the job under its process limit.
+    pub(crate) fn has_room(&self) -> bool {
+        self.limits
+            .0
+            .is_none_or(|n| self.bodies.load(Ordering::Acquire) < n as usize)
     }
 }
 

@@ -50,8 +50,8 @@ pub struct ShutdownReport {
 impl SchedulerHandle {
     pub(crate) fn new(
         rt: Arc<Runtime>,
-        heartbeat_done: CancellationToken,
         registry: Option<JoinHandle<()>>,
+        heartbeat_done: CancellationToken,
     ) -> Self {
         SchedulerHandle {
             rt,

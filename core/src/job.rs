@@ -50,6 +50,8 @@ pub struct Job {
     pub(crate) deadline: Option<std::time::Duration>,
     pub(crate) retention: Option<std::time::Duration>,
     pub(crate) partitions: Option<PartitionProvider>,
+    /// Per process (`.0`) and cluster-wide (`.1`) limits on the job's bodies claimed from the store.
+    pub(crate) limits: (Option<u32>, Option<u32>),
     pub(crate) handler: Handler,
 }
 
@@ -100,6 +102,7 @@ impl Job {
             deadline: None,
             retention: None,
             partitions: None,
+            limits: (None, None),
             handler,
         }
     }
@@ -137,6 +140,24 @@ impl Job {
     #[must_use]
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
+        self
+    }
+
+    /// At most `runs` bodies of this job claimed from the store (queued slots on a worker, retries,
+    /// recovery, catch-up, manual runs) run at once in one process. Matters for jobs that can run
+    /// more than once at a time (partitioned, or overlap `allow`). Needs the `slot` level.
+    #[must_use]
+    pub fn process_limit(mut self, runs: u32) -> Self {
+        self.limits.0 = Some(runs);
+        self
+    }
+
+    /// At most `runs` bodies of this job run at once across the whole cluster: a worker is handed a
+    /// run only while fewer are `running` with a fresh heartbeat in the store (a rate-limited API, a
+    /// database that takes N writers). Needs the `slot` level.
+    #[must_use]
+    pub fn cluster_limit(mut self, runs: u32) -> Self {
+        self.limits.1 = Some(runs);
         self
     }
 

@@ -48,7 +48,9 @@ pub mod guard;
 mod handle;
 mod job;
 pub mod metrics;
+mod once;
 mod policy;
+mod role;
 mod runtime;
 mod scheduler;
 mod state;
@@ -61,7 +63,9 @@ pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{
     ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob, UnknownErrorClass,
 };
+pub use once::{ANNOTATION, RunOnce, RunOnceError, SlotSource};
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
+pub use role::{Role, UnknownRole};
 pub use scheduler::{
     BuildError, ConfigError, DEFAULT_RETENTION, JobInfo, MAX_JOB_NAME_CHARS, Scheduler,
     SchedulerBuilder, derive_lock_key,

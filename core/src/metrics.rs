@@ -16,6 +16,7 @@
 //! | `job_ownership_lost_total` | counter | `job_name` | runs told they lost their lease or lock |
 //! | `job_overdue` | gauge | `job_name` | 1 while a slot has not succeeded by its deadline |
 //! | `job_overdue_total` | counter | `job_name` | slots that passed their deadline without success |
+//! | `job_slots_enqueued_total` | counter | `job_name` | slots this `scheduler`-role process queued for workers |
 //! | `job_runs_pruned_total` | counter | `job_name` | finished runs this process deleted past their retention (with their attempts and audit records) |
 //! | `scheduler_clock_skew_seconds` | gauge | none | this replica's clock minus the store's, at the last measurement ([`ClockSync`](crate::ClockSync)) |
 
@@ -50,6 +51,10 @@ pub(crate) fn skipped(job: &str, reason: &'static str) {
 
 pub(crate) fn slots_missed(job: &str, count: u64) {
     counter!("job_slots_missed_total", "job_name" => job.to_owned()).increment(count);
+}
+
+pub(crate) fn enqueued(job: &str) {
+    counter!("job_slots_enqueued_total", "job_name" => job.to_owned()).increment(1);
 }
 
 pub(crate) fn recovered(job: &str) {

@@ -22,6 +22,7 @@ use crate::guard::{Guard, GuardLevel};
 use crate::handle::SchedulerHandle;
 use crate::job::{self, Job};
 use crate::policy::{CatchUp, Overlap};
+use crate::role::Role;
 use crate::runtime::Runtime;
 use crate::state::StateMap;
 use crate::store::{Backend, LockStore};
@@ -118,11 +119,11 @@ impl Scheduler {
             (Some(backend), slots) => {
                 crate::runtime::control::register(&self.runtime, &**backend).await?;
                 match slots {
-                    Some(slots) => {
+                    Some(slots) if self.runtime.role.schedules() => {
                         crate::runtime::catchup::plan(&self.runtime, slots, self.catch_up_rate)
                             .await?
                     }
-                    None => Vec::new(),
+                    _ => Vec::new(),
                 }
             }
             (None, _) => Vec::new(),
@@ -150,10 +151,23 @@ impl Scheduler {
         Some(admin)
     }
 
-    /// Records this process in the replica registry until `done` (after a shutdown's runs), then
-    /// removes it: a task of its own, as it outlives the stop of the runtime's tasks.
-    fn keep_registered(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    /// Starts the upkeep of the store: the heartbeats of the runs this process executes and its row
+    /// in the replica registry until `done` (after a shutdown's runs; the row is then removed), and
+    /// pruning of history past its retention until shutdown. The registry task is returned: the
+    /// shutdown waits for its removal.
+    fn upkeep(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
         let backend = self.backend.as_ref()?;
+        if let (Some(slots), true) = (&self.runtime.slots, self.runtime.role.executes()) {
+            let heartbeats = Arc::clone(&slots.heartbeats);
+            let (owner, done) = (Arc::clone(&self.runtime.owner), done.clone());
+            let backend = Arc::clone(backend);
+            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        }
+        self.runtime.tracker.spawn(crate::runtime::retention::prune(
+            Arc::clone(&self.runtime),
+            Arc::clone(backend),
+            self.prune_interval,
+        ));
         let every = self.recovery_interval;
         Some(tokio::spawn(crate::runtime::registry::keep(
             Arc::clone(&self.runtime),
@@ -164,17 +178,70 @@ impl Scheduler {
         )))
     }
 
+    /// Runs one slot of `job` through its guard chain, then stops: the way to run slotguard under an
+    /// external trigger (a Kubernetes CronJob, a systemd timer) that starts a process per slot.
+    /// The slot comes from `source` ([`SlotSource::from_env`](crate::SlotSource::from_env) reads
+    /// `SLOTGUARD_SLOT`, the CronJob's annotation through the downward API, or takes the latest
+    /// slot). Of several processes started for one slot (controller retries, the same CronJob in
+    /// a second cluster) one runs the body; the others follow the slot's row while it runs and
+    /// return [`RunOnce::Suppressed`](crate::RunOnce::Suppressed) naming its owner. A process
+    /// started again for a slot whose runner died (a pod retried by `backoffLimit`) claims it again
+    /// as its next attempt once its heartbeat is stale. A slot older than the job's catch-up window
+    /// is refused and recorded `skipped`. [`RunOnce::exit_code`](crate::RunOnce::exit_code) says
+    /// what to exit with; `docs/workers.md` has the Kubernetes and systemd set-ups.
+    ///
+    /// # Errors
+    /// [`RunOnceError`](crate::RunOnceError): unknown job, not a slot of its schedule, not due
+    /// yet, no slot, or the store could not be asked.
+    pub async fn run_once(
+        self,
+        job: &str,
+        source: crate::SlotSource,
+    ) -> Result<crate::RunOnce, crate::RunOnceError> {
+        let store_error = |e: crate::store::StoreError| crate::RunOnceError::Store(e.to_string());
+        if let Some(backend) = &self.backend {
+            sync_clock(&self.runtime, &**backend).await;
+            crate::runtime::control::register(&self.runtime, &**backend)
+                .await
+                .map_err(store_error)?;
+        }
+        let entry = self.runtime.jobs.iter().find(|j| *j.name == *job);
+        let slot = match entry {
+            Some(entry) => source.resolve(&entry.schedule, self.runtime.clock.now())?,
+            None => {
+                return Err(crate::RunOnceError::UnknownJob(
+                    slotguard_cron::shown_within(job, 64),
+                ));
+            }
+        };
+        let (rt, backend) = (Arc::clone(&self.runtime), self.backend.clone());
+        let heartbeat_done = CancellationToken::new();
+        if let (Some(backend), Some(slots)) = (&backend, &rt.slots) {
+            let (heartbeats, backend) = (Arc::clone(&slots.heartbeats), Arc::clone(backend));
+            let (owner, done) = (Arc::clone(&rt.owner), heartbeat_done.clone());
+            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        }
+        let handle = SchedulerHandle::new(Arc::clone(&rt), None, heartbeat_done);
+        if let Some(external) = self.external {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = external.cancelled() => { handle.shutdown().await; }
+                    () = handle.stopped() => {}
+                }
+            });
+        }
+        let done = crate::once::run(&rt, backend.as_ref(), job, slot).await;
+        handle.shutdown().await;
+        done
+    }
+
     /// `prepared`: the catch-up due times when registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
-        if let (Some(backend), Some(slots)) = (&self.backend, &self.runtime.slots) {
-            let heartbeats = Arc::clone(&slots.heartbeats);
-            let (owner, done) = (Arc::clone(&self.runtime.owner), heartbeat_done.clone());
-            let backend = Arc::clone(backend);
-            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
-        }
-        let registry = self.keep_registered(&heartbeat_done);
-        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done, registry);
+        let role = self.runtime.role;
+        let registry = self.upkeep(&heartbeat_done);
+        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), registry, heartbeat_done);
         let rt = &self.runtime;
         if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {
             // `try_start` measured before it registered; `start` measures before the timer plans.
@@ -185,20 +252,17 @@ impl Scheduler {
                 if let Some(store) = first {
                     sync_clock(&rt, &*store).await;
                 }
-                rt.tracker
-                    .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
+                if role.schedules() {
+                    rt.tracker
+                        .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
+                }
                 crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
             });
-        } else {
+        } else if role.schedules() {
             rt.tracker
                 .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
         }
         if let Some(backend) = self.backend {
-            rt.tracker.spawn(crate::runtime::retention::prune(
-                Arc::clone(rt),
-                Arc::clone(&backend),
-                self.prune_interval,
-            ));
             let (rt, slots, every, rate) = (
                 Arc::clone(rt),
                 self.runtime.slots.clone(),
@@ -210,7 +274,8 @@ impl Scheduler {
                     Some(due) => due,
                     None => prepare(&rt, &*backend, slots.as_deref(), rate).await,
                 };
-                if slots.is_some() && !due.is_empty() {
+                // A scheduler's catch-up rows wait in the queue for workers.
+                if slots.is_some() && !due.is_empty() && role == Role::All {
                     rt.tracker
                         .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), due));
                 }
@@ -218,10 +283,18 @@ impl Scheduler {
             });
         }
         if self.runtime.slots.is_some() {
-            self.runtime.tracker.spawn(crate::runtime::recover::recover(
-                Arc::clone(&self.runtime),
-                self.recovery_interval,
-            ));
+            let (rt, every) = (Arc::clone(&self.runtime), self.recovery_interval);
+            match role {
+                Role::All => self
+                    .runtime
+                    .tracker
+                    .spawn(crate::runtime::recover::recover(rt, every)),
+                Role::Worker => self
+                    .runtime
+                    .tracker
+                    .spawn(crate::runtime::worker::work(rt, every)),
+                _ => self.runtime.tracker.spawn(async {}),
+            };
         }
         if let Some(external) = self.external {
             let handle = handle.clone();
@@ -235,6 +308,7 @@ impl Scheduler {
         tracing::info!(
             instance_id = %self.runtime.owner,
             jobs = self.runtime.jobs.len(),
+            role = %role,
             "scheduler started"
         );
         handle
@@ -266,7 +340,7 @@ async fn prepare(
     if let Err(e) = crate::runtime::control::register(rt, backend).await {
         tracing::warn!(error = %e, "could not register jobs or read their pause state");
     }
-    let Some(slots) = slots else {
+    let Some(slots) = slots.filter(|_| rt.role.schedules()) else {
         return Vec::new();
     };
     crate::runtime::catchup::plan(rt, slots, rate)
@@ -318,6 +392,9 @@ pub struct SchedulerBuilder {
     spread: Option<Duration>,
     retention: Duration,
     prune_interval: Duration,
+    claim_ahead_set: bool,
+    role: Role,
+    max_runs: Option<usize>,
 }
 
 impl Default for SchedulerBuilder {
@@ -347,6 +424,9 @@ impl Default for SchedulerBuilder {
             spread: None,
             retention: DEFAULT_RETENTION,
             prune_interval: Duration::from_secs(600),
+            claim_ahead_set: false,
+            role: Role::All,
+            max_runs: None,
         }
     }
 }
@@ -369,8 +449,29 @@ impl SchedulerBuilder {
     /// at most 1 s). The overlap check happens that much earlier too, so keep it well under the
     /// shortest interval and the shortest run: a run that ends inside the lead still counts as
     /// running for the next slot.
+    ///
+    /// A process of the [`Role::Scheduler`] role enqueues each slot this long before its instant
+    /// (default 100 ms), so that workers have the row and wake at the instant.
     pub fn claim_ahead(mut self, lead: Duration) -> Self {
         self.claim_ahead = lead;
+        self.claim_ahead_set = true;
+        self
+    }
+
+    /// What this process does with its jobs (default [`Role::All`]: it computes slots and runs
+    /// them). [`Role::Scheduler`] enqueues slots for workers, [`Role::Worker`] runs queued slots,
+    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend and every job at
+    /// the `slot` level: the slot table is their queue. See `docs/workers.md`.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// At most `runs` bodies of work claimed from the store (queued slots, retries, recovery,
+    /// catch-up, manual runs) run at once in this process; a worker claims no more than it has room
+    /// for and leaves the rest to other workers (default: no limit, 32 claimed per round). At least 1.
+    pub fn max_concurrent_runs(mut self, runs: usize) -> Self {
+        self.max_runs = Some(runs);
         self
     }
 
@@ -598,7 +699,7 @@ impl SchedulerBuilder {
                 continue;
             }
             match validate(job, &defaults) {
-                Ok(entry) if entry.level >= GuardLevel::Lock => {
+                Ok(entry) if entry.level >= GuardLevel::Lock && !self.role_refuses(&entry) => {
                     if let Some(other) = keys.insert(entry.lock_key, job.name.clone()) {
                         problems.push(ConfigError::LockKeyCollision {
                             key: entry.lock_key,
@@ -608,6 +709,12 @@ impl SchedulerBuilder {
                         continue;
                     }
                     entries.push(Arc::new(entry));
+                }
+                Ok(entry) if self.role_refuses(&entry) => {
+                    problems.push(ConfigError::NeedsSlotLevel {
+                        job: job.name.clone(),
+                        what: self.role.queue_needs(),
+                    });
                 }
                 Ok(entry) => entries.push(Arc::new(entry)),
                 Err(problem) => problems.push(problem),
@@ -644,6 +751,21 @@ impl SchedulerBuilder {
         if let Err(problem) = check_retention(self.retention) {
             setting("retention", problem);
         }
+        if self.max_runs == Some(0) {
+            setting(
+                "max_concurrent_runs",
+                "0 would run nothing: expected 1 or more".to_owned(),
+            );
+        }
+        if matches!(self.role, Role::Scheduler | Role::Worker) && self.backend.is_none() {
+            setting(
+                "role",
+                format!(
+                    "the `{}` role needs a backend: the slot table is the queue between schedulers and workers",
+                    self.role
+                ),
+            );
+        }
         let rates = crate::admin::MIN_PER_SECOND..=crate::admin::MAX_PER_SECOND;
         if !rates.contains(&self.catch_up_rate) {
             setting(
@@ -657,6 +779,14 @@ impl SchedulerBuilder {
             );
         }
         problems
+    }
+
+    /// Whether this process's role cannot take `job`: the scheduler and worker roles pass every
+    /// slot through the store, so they need its rows.
+    fn role_refuses(&self, job: &JobEntry) -> bool {
+        matches!(self.role, Role::Scheduler | Role::Worker)
+            && self.backend.is_some()
+            && job.level != GuardLevel::Slot
     }
 
     /// The listed jobs, then the discovered ones not listed.
@@ -732,8 +862,20 @@ impl SchedulerBuilder {
             tracker: TaskTracker::new(),
             grace: self.grace,
             kill_after: self.kill_after,
-            claim_ahead: self.claim_ahead,
-            spread,
+            claim_ahead: if self.role == Role::Scheduler && !self.claim_ahead_set {
+                SCHEDULER_LEAD
+            } else {
+                self.claim_ahead
+            },
+            spread: if self.role == Role::All {
+                spread
+            } else {
+                Duration::ZERO
+            },
+            role: self.role,
+            run_limit: self
+                .max_runs
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
             running: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
             slots,
@@ -778,6 +920,10 @@ fn check_retention(keep: Duration) -> Result<(), String> {
     }
 }
 
+/// How long before a slot's instant a `scheduler`-role process enqueues it, unless
+/// [`SchedulerBuilder::claim_ahead`] says otherwise.
+const SCHEDULER_LEAD: Duration = Duration::from_millis(100);
+
 /// The default of [`SchedulerBuilder::load_spread`] with a backend.
 const DEFAULT_SPREAD: Duration = Duration::from_millis(20);
 
@@ -809,7 +955,36 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
     ("partitions", |j| j.partitions.is_some()),
     ("a deadline", |j| j.deadline.is_some()),
     ("a retention", |j| j.retention.is_some()),
+    ("a process or cluster limit", |j| {
+        j.limits.0.is_some() || j.limits.1.is_some()
+    }),
 ];
+
+/// A job's own settings out of range: its retention, its process and cluster limits.
+fn job_settings(job: &Job) -> Result<(), ConfigError> {
+    if let Some(Err(problem)) = job.retention.map(check_retention) {
+        return Err(ConfigError::Setting {
+            setting: "retention",
+            problem: format!("job `{}`: {problem}", job.name),
+        });
+    }
+    if let Some(setting) = [
+        ("process_limit", job.limits.0),
+        ("cluster_limit", job.limits.1),
+    ]
+    .into_iter()
+    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
+    {
+        return Err(ConfigError::Setting {
+            setting,
+            problem: format!(
+                "job `{}`: 0 would never run it; expected 1 or more",
+                job.name
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// Validates one job: its name, zone, expression, level and the settings its level allows.
 fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError> {
@@ -849,12 +1024,7 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
             what,
         });
     }
-    if let Some(Err(problem)) = job.retention.map(check_retention) {
-        return Err(ConfigError::Setting {
-            setting: "retention",
-            problem: format!("job `{}`: {problem}", job.name),
-        });
-    }
+    job_settings(job)?;
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
@@ -877,6 +1047,8 @@ fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError>
         backlog: AtomicBool::new(false),
         look_again: AtomicBool::new(false),
         in_body: AtomicBool::new(false),
+        limits: job.limits,
+        bodies: AtomicUsize::new(0),
     })
 }
 

@@ -257,3 +257,62 @@ fn absurd_catch_up_rates_and_spreads_are_refused() {
         "{found:?}"
     );
 }
+
+/// A retention under a second or over a century is refused at `build()`, for the scheduler and per
+/// job, naming the job; a job's own retention needs the `slot` level, which alone keeps history.
+#[test]
+fn retentions_out_of_range_are_refused() {
+    use std::time::Duration;
+    for keep in [Duration::ZERO, Duration::from_millis(999), Duration::MAX] {
+        let found = problems(
+            Scheduler::builder()
+                .job(job("fine", "0 4 * * *"))
+                .retention(keep),
+        );
+        assert!(
+            matches!(
+                &found[..],
+                [ConfigError::Setting {
+                    setting: "retention",
+                    ..
+                }]
+            ),
+            "{keep:?}: {found:?}"
+        );
+        let found = problems(
+            Scheduler::builder()
+                .backend(slotguard::MemoryBackend::new())
+                .job(job("kept", "0 4 * * *").retention(keep)),
+        );
+        match &found[..] {
+            [
+                ConfigError::Setting {
+                    setting: "retention",
+                    problem,
+                },
+            ] => {
+                assert!(problem.contains("`kept`"), "{problem}");
+            }
+            other => panic!("{keep:?}: {other:?}"),
+        }
+    }
+    let found = problems(
+        Scheduler::builder().job(job("local", "0 4 * * *").retention(Duration::from_secs(60))),
+    );
+    assert!(
+        matches!(
+            &found[..],
+            [ConfigError::NeedsSlotLevel {
+                what: "a retention",
+                ..
+            }]
+        ),
+        "{found:?}"
+    );
+    let fine = Scheduler::builder()
+        .backend(slotguard::MemoryBackend::new())
+        .retention(Duration::from_secs(1))
+        .job(job("kept", "0 4 * * *").retention(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .build();
+    assert!(fine.is_ok(), "{fine:?}");
+}

@@ -156,3 +156,66 @@ async fn a_replica_that_stops_refreshing_is_gone_and_its_jobs_inactive() {
     assert!(!replicas[0].alive);
     assert!(!admin.jobs().await.unwrap()[0].active());
 }
+
+/// Each process records its role; an `admin` process runs no job, so it lists none.
+#[tokio::test(start_paused = true)]
+async fn each_process_records_its_role() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let admin = Admin::new(store.clone()).with_clock(clock);
+    let mut handles = Vec::new();
+    for (id, role) in [
+        ("p-admin", slotguard::Role::Admin),
+        ("p-scheduler", slotguard::Role::Scheduler),
+        ("p-worker", slotguard::Role::Worker),
+    ] {
+        let scheduler = Scheduler::builder()
+            .backend(store.clone())
+            .clock(clock)
+            .instance_id(id)
+            .role(role)
+            .job(slow())
+            .build()
+            .unwrap();
+        handles.push(scheduler.try_start().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let listed: Vec<(String, Vec<String>, Vec<String>)> = admin
+        .replicas()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.info.id, r.info.roles, r.info.jobs))
+        .collect();
+    let row = |id: &str, role: &str, jobs: &[&str]| {
+        (
+            id.to_owned(),
+            vec![role.to_owned()],
+            jobs.iter().map(|j| (*j).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        listed,
+        [
+            row("p-admin", "admin", &[]),
+            row("p-scheduler", "scheduler", &["slow"]),
+            row("p-worker", "worker", &["slow"]),
+        ]
+    );
+    let jobs = admin.jobs().await.unwrap();
+    assert_eq!(
+        active(&jobs, "slow"),
+        ["p-worker"],
+        "only the worker runs its bodies"
+    );
+    let [admin_only, scheduler_only, worker] = <[_; 3]>::try_from(handles).unwrap();
+    worker.shutdown().await;
+    let jobs = admin.jobs().await.unwrap();
+    assert!(
+        !jobs[0].active(),
+        "a job only a scheduler queues is not active: nothing runs it"
+    );
+    scheduler_only.shutdown().await;
+    admin_only.shutdown().await;
+    assert!(admin.replicas().await.unwrap().is_empty());
+}

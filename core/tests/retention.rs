@@ -1,7 +1,8 @@
 //! History retention through the scheduler, in paused tokio time on the memory backend: a
 //! per-second job's finished runs older than its retention are pruned by one replica, counted in
-//! `job_runs_pruned_total`; newer runs and a retriable old run are kept. One test per binary: the
-//! metrics recorder is global.
+//! `job_runs_pruned_total`; newer runs and a retriable old run are kept; nothing is pruned while
+//! another process holds the prune lock. The metrics recorder is global: one test installs it, and
+//! the other's job has a name of its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +11,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use slotguard::store::{
-    AdminStore, ClaimRequest, Finish, RunFilter, RunRecord, RunStatus, SlotKey, SlotStore, Trigger,
+    AdminStore, ClaimRequest, Finish, LockStore, PRUNE_LOCK_KEY, RunFilter, RunRecord, RunStatus,
+    SlotKey, SlotStore, Trigger,
 };
 use slotguard::{Clock, Job, MemoryBackend, Overlap, Scheduler, TokioClock};
 
@@ -156,4 +158,45 @@ async fn a_per_second_jobs_runs_past_their_retention_are_pruned() {
         ran - recent.len() as u64,
         "every run that ran and is gone was counted once"
     );
+}
+
+/// While another process holds the prune lock, no replica prunes; once it lets go, one does.
+#[tokio::test(start_paused = true)]
+async fn nothing_is_pruned_while_another_process_holds_the_prune_lock() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let held = store
+        .try_lock("pruner-elsewhere", &[PRUNE_LOCK_KEY])
+        .await
+        .unwrap();
+    assert!(held[0].is_some());
+    let job = Job::new("held", "* * * * * *", |_| async {}).retention(Duration::from_secs(2));
+    let handle = Scheduler::builder()
+        .backend(store.clone())
+        .clock(clock)
+        .instance_id("a")
+        .prune_interval(Duration::from_secs(1))
+        .job(job)
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let before = runs(&store, "held").await.len();
+    assert!(
+        before >= 9,
+        "every run kept while the lock is held: {before}"
+    );
+    store
+        .unlock("pruner-elsewhere", &[PRUNE_LOCK_KEY])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = runs(&store, "held").await.len();
+    assert!(
+        after <= 4,
+        "pruned once the lock was free: {before} then {after}"
+    );
+    handle.shutdown().await;
 }

@@ -49,6 +49,8 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
         job: job.to_owned(),
         max_attempts,
         overlap: slotguard::Overlap::Allow,
+        limit: None,
+        cluster_limit: None,
     }
 }
 
@@ -819,4 +821,94 @@ pub async fn existing_slots_are_found(backend: &dyn Backend) {
             .expect("existing")
             .is_empty()
     );
+}
+
+/// `enqueue_slots` (the scheduler role): each slot is queued once, as a `pending` row due at its own
+/// instant; `next_due` names that instant; `claim_due` hands it out only once it is due, as attempt
+/// 1 of a scheduled run; the overlap policy decides at enqueue time as at a claim.
+pub async fn slots_are_queued_once(backend: &dyn Backend) {
+    let job = "contract_queue";
+    let now = backend
+        .store_now()
+        .await
+        .expect("store clock")
+        .expect("the store has a clock");
+    let soon = now + chrono::Duration::milliseconds(1_500);
+    let past = request(job, "2026-01-05T00:00:00Z", Duration::from_secs(60));
+    let mut ahead = past.clone();
+    ahead.key.scheduled_at = soon;
+    let batch = [past.clone(), ahead.clone()];
+    let first = backend.enqueue_slots(&batch).await.expect("enqueue");
+    assert_eq!(first, [Claim::Queued, Claim::Queued]);
+    let again = backend.enqueue_slots(&batch).await.expect("enqueue");
+    assert!(
+        again.iter().all(|c| *c
+            == Claim::Taken {
+                status: RunStatus::Pending
+            }),
+        "a second scheduler finds both queued: {again:?}"
+    );
+    let specs = [spec(job, 3)];
+    let next = backend.next_due(&specs).await.expect("next due");
+    let next = next.expect("the slot ahead is the next due");
+    assert!(
+        (next - soon).num_milliseconds().abs() <= 1,
+        "{next} vs {soon}"
+    );
+    let due = backend.claim_due("w1", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "only the past slot is due: {due:?}");
+    assert_eq!(
+        (&due[0].key, due[0].lease.attempt, due[0].trigger),
+        (&past.key, 1, Trigger::Schedule)
+    );
+    let wait = (soon - now).to_std().unwrap_or_default() + Duration::from_millis(100);
+    tokio::time::sleep(wait).await;
+    let due = backend.claim_due("w2", &specs, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!((&due[0].key, due[0].lease.attempt), (&ahead.key, 1));
+    assert_eq!(backend.next_due(&specs).await.expect("next due"), None);
+    // `skip`: a slot due while a run of its job goes on is recorded skipped, not queued.
+    let mut busy = with_overlap(past.clone(), Overlap::Skip);
+    busy.key.scheduled_at += chrono::Duration::seconds(5);
+    let answer = backend.enqueue_slots(&[busy]).await.expect("enqueue");
+    assert_eq!(
+        answer,
+        [Claim::Taken {
+            status: RunStatus::Skipped
+        }]
+    );
+}
+
+/// A job's limits on due work: at most `limit` runs from one call, and never more than
+/// `cluster_limit` of the job's runs `running` and fresh in the store.
+pub async fn due_work_keeps_its_limits(backend: &dyn Backend) {
+    let job = "contract_limits";
+    let stale = Duration::from_secs(60);
+    let slots: Vec<ClaimRequest> = (0..6)
+        .map(|i| request(job, &format!("2026-01-06T00:00:0{i}Z"), stale))
+        .collect();
+    let queued = backend.enqueue_slots(&slots).await.expect("enqueue");
+    assert!(queued.iter().all(|c| *c == Claim::Queued), "{queued:?}");
+    let own = [spec(job, 3).with_limits(Some(2), None)];
+    let first = backend.claim_due("w1", &own, 10).await.expect("due");
+    assert_eq!(first.len(), 2, "the call's limit for the job: {first:?}");
+    let cluster = [spec(job, 3).with_limits(None, Some(3))];
+    let second = backend.claim_due("w2", &cluster, 10).await.expect("due");
+    assert_eq!(second.len(), 1, "3 in the cluster, 2 running: {second:?}");
+    let none = backend.claim_due("w3", &cluster, 10).await.expect("due");
+    assert!(none.is_empty(), "the cluster is full: {none:?}");
+    let ok = Finish::succeeded();
+    assert!(
+        backend
+            .finish_one("w1", &first[0].lease, &ok)
+            .await
+            .expect("finish")
+    );
+    let third = backend.claim_due("w3", &cluster, 10).await.expect("due");
+    assert_eq!(third.len(), 1, "one ended, one more may run: {third:?}");
+    let free = backend
+        .claim_due("w4", &[spec(job, 3)], 10)
+        .await
+        .expect("due");
+    assert_eq!(free.len(), 2, "without limits, the rest: {free:?}");
 }

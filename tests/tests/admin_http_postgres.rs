@@ -180,6 +180,8 @@ async fn the_seed_retry_call_works_as_written_and_eight_concurrent_retries_make_
                 job: SETTLEMENT.into(),
                 max_attempts: 3,
                 overlap: slotguard::Overlap::Allow,
+                limit: None,
+                cluster_limit: None,
             }],
             10,
         )

@@ -69,3 +69,13 @@ async fn existing_slots_are_found() {
 async fn lock_tokens_rise() {
     contract::lock_tokens_rise(&backend()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn slots_are_queued_once() {
+    contract::slots_are_queued_once(&backend()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn due_work_keeps_its_limits() {
+    contract::due_work_keeps_its_limits(&backend()).await;
+}

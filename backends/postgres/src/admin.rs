@@ -292,10 +292,16 @@ impl AdminStore for PgBackend {
                 runs.len()
             )));
         }
-        rows.iter()
+        let ids = rows
+            .iter()
             .map(|row| row.try_get::<Option<i64>, _>("id"))
             .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(|e| StoreError::from(PgError::from(e)))
+            .map_err(|e| StoreError::from(PgError::from(e)))?;
+        if ids.iter().any(Option::is_some) {
+            // Workers wake for manual, backfill and catch-up runs as for queued slots.
+            self.notify_due().await?;
+        }
+        Ok(ids)
     }
 
     /// One transaction (the run, its running attempt, the audit record); when it changes nothing,

@@ -63,6 +63,7 @@ mod locks;
 #[doc(hidden)]
 pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
 mod migrate;
+mod queue;
 mod replicas;
 mod retention;
 mod sql;
@@ -101,7 +102,8 @@ pub const DEFAULT_SCHEMA: &str = "slotguard";
 const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The PostgreSQL backend: implements [`SlotStore`], [`LockStore`],
-/// [`AdminStore`](slotguard::store::AdminStore) and [`Backend`].
+/// [`AdminStore`](slotguard::store::AdminStore), [`ReplicaStore`](slotguard::store::ReplicaStore),
+/// [`RetentionStore`](slotguard::store::RetentionStore) and [`Backend`].
 ///
 /// Cheap to clone; clones share the pool and the lock connection. When the last clone is dropped,
 /// the lock connection closes and the server releases its locks; call [`PgBackend::close`] to do
@@ -142,6 +144,8 @@ struct Inner {
     statements: Statements,
     locks: Arc<Locks>,
     stop: CancellationToken,
+    /// Workers' wake-ups from `LISTEN`, started on the first `due_signal`.
+    queue: queue::Signal,
 }
 
 impl Drop for Inner {
@@ -304,6 +308,7 @@ impl PgBackendBuilder {
                 url,
                 locks,
                 stop,
+                queue: queue::Signal::default(),
             }),
         })
     }
@@ -470,6 +475,72 @@ impl PgBackend {
         Ok(matched > 0)
     }
 
+    /// `CLAIM` for `requests`: claimed for `owner`, or with `queue` enqueued for workers.
+    pub(crate) async fn claim_rows(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+        queue: bool,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = requests.len();
+        let cols = RequestColumns::new(requests);
+        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
+        let exclusive: Vec<&str> = requests
+            .iter()
+            .filter(|r| r.overlap != Overlap::Allow)
+            .map(|r| r.key.job.as_str())
+            .collect();
+        let query = cols
+            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
+            .bind(&overlaps)
+            .bind(max_early_us())
+            .bind(queue);
+        let rows = self.fetch_serialized(&exclusive, query).await?;
+        if rows.len() != n {
+            return Err(StoreError::Rejected(format!(
+                "claim answered {} rows for {n} requests",
+                rows.len()
+            )));
+        }
+        rows.iter()
+            .map(|row| {
+                let run_id: Option<i64> = row.try_get("run_id").map_err(PgError::from)?;
+                if row.try_get::<bool, _>("not_due").map_err(PgError::from)? {
+                    return Ok(Claim::NotDue);
+                }
+                if row.try_get::<bool, _>("queued").map_err(PgError::from)? {
+                    return Ok(Claim::Queued);
+                }
+                Ok(match run_id {
+                    Some(run_id) => {
+                        let attempt: i32 = row.try_get("attempt").map_err(PgError::from)?;
+                        Claim::Won(Lease {
+                            run_id,
+                            attempt: u32::try_from(attempt).unwrap_or(0),
+                            token: row.try_get("token").map_err(PgError::from)?,
+                        })
+                    }
+                    None => {
+                        let seen: Option<String> =
+                            row.try_get("seen_status").map_err(PgError::from)?;
+                        Claim::Taken {
+                            status: match seen {
+                                Some(s) => inspect::parse_status(&s)?,
+                                // Inserted by a concurrent claim after this statement's snapshot;
+                                // claims insert `running` unless the overlap policy said otherwise.
+                                None => RunStatus::Running,
+                            },
+                        }
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, PgError>>()
+            .map_err(StoreError::from)
+    }
+
     /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
     /// transaction that first takes each job's transaction-level claim lock ([`sql::LOCK_JOBS`]).
     /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
@@ -505,59 +576,25 @@ impl SlotStore for PgBackend {
         owner: &str,
         requests: &[ClaimRequest],
     ) -> Result<Vec<Claim>, StoreError> {
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
-        let n = requests.len();
-        let cols = RequestColumns::new(requests);
-        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
-        let exclusive: Vec<&str> = requests
-            .iter()
-            .filter(|r| r.overlap != Overlap::Allow)
-            .map(|r| r.key.job.as_str())
-            .collect();
-        let query = cols
-            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
-            .bind(&overlaps)
-            .bind(max_early_us());
-        let rows = self.fetch_serialized(&exclusive, query).await?;
-        if rows.len() != n {
-            return Err(StoreError::Rejected(format!(
-                "claim answered {} rows for {n} requests",
-                rows.len()
-            )));
-        }
-        rows.iter()
-            .map(|row| {
-                let run_id: Option<i64> = row.try_get("run_id").map_err(PgError::from)?;
-                if row.try_get::<bool, _>("not_due").map_err(PgError::from)? {
-                    return Ok(Claim::NotDue);
-                }
-                Ok(match run_id {
-                    Some(run_id) => {
-                        let attempt: i32 = row.try_get("attempt").map_err(PgError::from)?;
-                        Claim::Won(Lease {
-                            run_id,
-                            attempt: u32::try_from(attempt).unwrap_or(0),
-                            token: row.try_get("token").map_err(PgError::from)?,
-                        })
-                    }
-                    None => {
-                        let seen: Option<String> =
-                            row.try_get("seen_status").map_err(PgError::from)?;
-                        Claim::Taken {
-                            status: match seen {
-                                Some(s) => inspect::parse_status(&s)?,
-                                // Inserted by a concurrent claim after this statement's snapshot;
-                                // claims insert `running` unless the overlap policy said otherwise.
-                                None => RunStatus::Running,
-                            },
-                        }
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, PgError>>()
-            .map_err(StoreError::from)
+        self.claim_rows(owner, requests, false).await
+    }
+
+    /// `CLAIM` in its enqueue mode, then a `NOTIFY` that wakes the workers; see `queue.rs`.
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        self.enqueue_rows(requests).await
+    }
+
+    /// One read; see `NEXT_DUE` in the crate's `sql.rs`.
+    async fn next_due(
+        &self,
+        specs: &[DueSpec],
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        self.next_due_at(specs).await
+    }
+
+    /// `LISTEN` on a connection of its own, started on the first call; see `queue.rs`.
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.queue_signal())
     }
 
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
@@ -711,17 +748,23 @@ impl SlotStore for PgBackend {
             return Ok(Vec::new());
         }
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
+        // A cluster-wide limit counts the job's running runs: its claimers take turns too.
         let exclusive: Vec<&str> = specs
             .iter()
-            .filter(|s| s.overlap != Overlap::Allow)
+            .filter(|s| s.overlap != Overlap::Allow || s.cluster_limit.is_some())
             .map(|s| s.job.as_str())
             .collect();
+        let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+        let limits: Vec<Option<i32>> = specs.iter().map(|s| int(s.limit)).collect();
+        let cluster: Vec<Option<i32>> = specs.iter().map(|s| int(s.cluster_limit)).collect();
         let query = sqlx::query(sql(&self.inner.statements.claim_due))
             .bind(owner)
             .bind(&jobs)
             .bind(&max_attempts)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(&overlaps);
+            .bind(&overlaps)
+            .bind(&limits)
+            .bind(&cluster);
         let rows = self.fetch_serialized(&exclusive, query).await?;
         rows.iter()
             .map(|row| -> Result<DueClaim, PgError> {

@@ -22,7 +22,13 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
 /// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
-/// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds.
+/// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds, `$13` whether to
+/// enqueue instead of claim (`SlotStore::enqueue_slots`).
+///
+/// With `$13` (a scheduler enqueueing for workers), everything below is decided the same way, except
+/// that a slot decided `claim` or `replace` is inserted `pending` (attempt 0, no owner, no attempt
+/// row) with `next_attempt_at` at its own instant, answered `queued`, nothing is fenced, and an
+/// existing stale row is not re-claimed: a worker's `CLAIM_DUE` does all of that when it runs it.
 ///
 /// How it stays exclusive with any number of claimers:
 /// - `req` marks `not_due` the scheduled slots more than `$12` ahead of the database clock (their
@@ -108,27 +114,29 @@ ins AS (
     INSERT INTO {schema}.job_runs AS j
         (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
          stale_after, created_at, updated_at, started_at, finished_at, error_message, zone,
-         wall_time, business_date, "trigger", schedule_fingerprint)
+         wall_time, business_date, "trigger", schedule_fingerprint, next_attempt_at)
     SELECT job_name, scheduled_at, partition_key,
-           CASE decision WHEN 'skip' THEN 'skipped' WHEN 'buffer_one' THEN 'pending'
+           CASE WHEN decision = 'skip' THEN 'skipped'
+                WHEN decision = 'buffer_one' OR $13 THEN 'pending'
                 ELSE 'running' END,
-           CASE WHEN decision IN ('skip', 'buffer_one') THEN 0 ELSE 1 END,
-           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE $1 END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN 0 ELSE 1 END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE $1 END,
            token,
-           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE now() END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE now() END,
            stale_after_us * interval '1 microsecond', now(), now(),
-           CASE WHEN decision IN ('skip', 'buffer_one') THEN NULL ELSE now() END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE now() END,
            CASE WHEN decision = 'skip' THEN now() END,
            CASE decision
                WHEN 'skip' THEN 'overlap: a previous run is still running'
                WHEN 'buffer_one' THEN 'overlap: waiting for the running slot'
            END,
-           zone, wall_time, business_date, trigger_kind, fingerprint
+           zone, wall_time, business_date, trigger_kind, fingerprint,
+           CASE WHEN $13 AND decision NOT IN ('skip', 'buffer_one') THEN scheduled_at END
     FROM decided
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
     RETURNING j.id, j.job_name, j.scheduled_at, j.partition_key, j.status, j.attempt,
-              j.fencing_token
+              j.fencing_token, j.next_attempt_at
 ),
 superseded AS (
     UPDATE {schema}.job_runs j
@@ -137,7 +145,8 @@ superseded AS (
         finished_at = now(),
         updated_at = now()
     FROM ins i
-    WHERE i.status = 'pending'
+    JOIN decided d ON d.token = i.fencing_token
+    WHERE d.decision = 'buffer_one'
       AND j.job_name = i.job_name
       AND j.partition_key = i.partition_key
       AND j.status = 'pending'
@@ -197,6 +206,7 @@ stale AS (
      AND f.partition_key = j.partition_key
     WHERE j.status = 'running'
       AND j.heartbeat_at + j.stale_after < now()
+      AND NOT $13
     FOR UPDATE OF j SKIP LOCKED
 ),
 upd AS (
@@ -237,7 +247,8 @@ SELECT r.ord,
        CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.fencing_token
             ELSE u.fencing_token END AS token,
        COALESCE(i.status, cur.status) AS seen_status,
-       r.not_due
+       r.not_due,
+       COALESCE(i.fencing_token = r.token AND i.next_attempt_at IS NOT NULL, false) AS queued
 FROM req r
 LEFT JOIN ins i
        ON i.job_name = r.job_name
@@ -274,8 +285,14 @@ macro_rules! due_condition {
 
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
-/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies
-/// (same length), `$4` limit.
+/// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies,
+/// `$6` their limits for this call and `$7` their cluster-wide limits (same length; NULL for none),
+/// `$4` limit.
+///
+/// - `running` counts the fresh `running` runs of each job with a cluster-wide limit, and `passing`
+///   numbers each job's candidates: a job gets at most `min($6, $7 - running)` runs from one call.
+///   The backend serialises the claims of such a job (`LOCK_JOBS`), so the count holds across
+///   concurrent claimers.
 ///
 /// - `eligible` and `first_due`: unless a job's overlap is `allow`, a run is due only while no other
 ///   run of its job and partition is `running` with a fresh heartbeat, and only the oldest due run
@@ -301,10 +318,19 @@ macro_rules! due_condition {
 pub(crate) const CLAIM_DUE: &str = concat!(
     r#"
 WITH spec AS (
-    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap
-    FROM unnest($2::text[], $3::integer[], $5::text[]) WITH ORDINALITY
-         AS s(job_name, max_attempts, overlap, ord)
+    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster
+    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[])
+         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ord)
     ORDER BY job_name, ord
+),
+running AS (
+    SELECT o.job_name, count(*) AS n
+    FROM {schema}.job_runs o
+    JOIN spec s ON s.job_name = o.job_name
+    WHERE s.cluster IS NOT NULL
+      AND o.status = 'running'
+      AND o.heartbeat_at + o.stale_after >= now()
+    GROUP BY o.job_name
 ),
 exhausted AS (
     SELECT j.id, s.max_attempts
@@ -334,17 +360,26 @@ eligible AS (
                  AND o.heartbeat_at + o.stale_after >= now()))
 ),
 first_due AS (
-    SELECT id, exclusive,
+    SELECT id, exclusive, job_name, scheduled_at, partition_key,
            row_number() OVER (PARTITION BY job_name, partition_key
                               ORDER BY scheduled_at) AS nth
     FROM eligible
+),
+passing AS (
+    SELECT id,
+           row_number() OVER (PARTITION BY job_name
+                              ORDER BY scheduled_at, partition_key) AS job_nth
+    FROM first_due
+    WHERE NOT exclusive OR nth = 1
 ),
 due AS (
     SELECT j.id
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    JOIN first_due f ON f.id = j.id
-    WHERE (NOT f.exclusive OR f.nth = 1)
+    JOIN passing p ON p.id = j.id
+    LEFT JOIN running r ON r.job_name = j.job_name
+    WHERE p.job_nth <= LEAST(COALESCE(s.lim, 2147483647),
+                             COALESCE(s.cluster - COALESCE(r.n, 0), 2147483647))
       -- Repeated so that a row another caller re-claimed and committed after this statement's
       -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
       AND "#,
@@ -404,6 +439,16 @@ FROM upd
 ORDER BY scheduled_at, job_name, partition_key
 "#
 );
+
+/// The earliest `next_attempt_at` after `now()` of a `pending` run of the jobs `$1`: when a worker
+/// has something to claim next. Reads only.
+pub(crate) const NEXT_DUE: &str = r#"
+SELECT min(j.next_attempt_at)
+FROM {schema}.job_runs j
+WHERE j.job_name = ANY($1::text[])
+  AND j.status = 'pending'
+  AND j.next_attempt_at > now()
+"#;
 
 /// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
 /// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only.
@@ -857,6 +902,7 @@ pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
     pub(crate) claim_due: Arc<str>,
     pub(crate) due_jobs: Arc<str>,
+    pub(crate) next_due: Arc<str>,
     pub(crate) existing_slots: Arc<str>,
     pub(crate) break_stale_locks: Arc<str>,
     pub(crate) record_skipped: Arc<str>,
@@ -896,6 +942,7 @@ impl Statements {
             claim: s(CLAIM),
             claim_due: s(CLAIM_DUE),
             due_jobs: s(DUE_JOBS),
+            next_due: s(NEXT_DUE),
             existing_slots: s(EXISTING_SLOTS),
             break_stale_locks: s(BREAK_STALE_LOCKS),
             record_skipped: s(RECORD_SKIPPED),

@@ -61,6 +61,10 @@
 //! is done. A cancelled run's holder loses its token: its next heartbeat drops it and its outcome is
 //! refused.
 //!
+//! The replica registry ([`ReplicaStore`](slotguard::store::ReplicaStore), `slotguard_replicas`)
+//! and history retention ([`RetentionStore`](slotguard::store::RetentionStore): a batch of finished
+//! runs with their attempts and audit records per transaction) are written the same way.
+//!
 //! Staleness and lease expiry are judged by the store's clock, which for SQLite is the host clock read
 //! inside the transaction (`unixepoch('now', 'subsec')`), never the caller's: every process sharing
 //! the file is on the same host. The file must be on a local disk: WAL needs shared memory between

@@ -5,7 +5,7 @@
 //! SQL) and binds that instant to each of its statements, so they all agree on "now".
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard::ErrorClass;
 use slotguard::Overlap;
 use slotguard::store::{
@@ -42,15 +42,32 @@ VALUES (
     ?6, ?5, ?5, ?5, ?7, ?8, ?9, ?10, ?11)
 RETURNING id, attempt, fencing_token";
 
-/// A slot that does not run now (`skipped`, or `pending` waiting for the running one), with no attempt.
-/// Nothing when the row exists.
+/// A slot that does not run now (`skipped`, `pending` waiting for the running one, or `pending`
+/// queued for a worker, due at `?13`), with no attempt. Nothing when the row exists.
 const INSERT_IDLE: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, stale_after_ms, created_at, updated_at,
-    finished_at, error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint)
-VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, CASE WHEN ?4 = 'skipped' THEN ?6 END, ?7, ?8, ?9, ?10, ?11,
-        ?12)
+    error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint,
+    next_attempt_at, finished_at)
+VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
+        CASE WHEN ?4 = 'skipped' THEN ?6 END)
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING";
+
+/// The earliest `next_attempt_at` after `?1` of a `pending` run of the jobs bound from `?2` on, for
+/// `count` jobs.
+fn next_due_sql(count: usize) -> String {
+    let jobs: Vec<String> = (2..count + 2).map(|i| format!("?{i}")).collect();
+    format!(
+        "SELECT min(next_attempt_at) FROM slotguard_job_runs
+         WHERE status = 'pending' AND next_attempt_at > ?1 AND job_name IN ({})",
+        jobs.join(", ")
+    )
+}
+
+/// How many runs of job `?1` are running with a fresh heartbeat (by `?2`).
+const FRESH_RUNNING: &str = "
+SELECT count(*) FROM slotguard_job_runs
+WHERE job_name = ?1 AND status = 'running' AND heartbeat_at + stale_after_ms >= ?2";
 
 /// Whether another run of the job and partition is running with a fresh heartbeat (by `?3`).
 const BUSY: &str = "
@@ -345,6 +362,27 @@ impl Shared {
         Ok(())
     }
 
+    /// See [`SlotStore::next_due`].
+    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, SqliteError> {
+        if specs.is_empty() {
+            return Ok(None);
+        }
+        let now: i64 = sqlx::query_scalar(concat!("SELECT ", crate::now_ms!()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let sql = next_due_sql(specs.len());
+        let mut query = sqlx::query_scalar::<_, Option<i64>>(sqlx::AssertSqlSafe(sql)).bind(now);
+        for spec in specs {
+            query = query.bind(spec.job.as_str());
+        }
+        let at: Option<i64> = query
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        Ok(at.and_then(DateTime::from_timestamp_millis))
+    }
+
     /// See [`SlotStore::due_jobs`]: which jobs `DUE_RUNS` would select now.
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, SqliteError> {
         let mut unique: Vec<&DueSpec> = Vec::with_capacity(specs.len());
@@ -372,15 +410,19 @@ impl Shared {
             .map_err(|e| self.query_error(e))
     }
 
-    /// Inserts a slot that does not run now; nothing when its row exists.
+    /// Inserts a slot that does not run now; nothing when its row exists. `message` and `due` are
+    /// `None` for a slot queued for a worker, which is due at its instant.
     async fn insert_idle(
         &self,
         w: &mut WriteTx<'_>,
         request: &ClaimRequest,
         status: RunStatus,
-        message: &str,
+        message: Option<&str>,
         now: i64,
     ) -> Result<(), SqliteError> {
+        let due = message
+            .is_none()
+            .then(|| request.key.scheduled_at.timestamp_millis());
         let key = &request.key;
         sqlx::query(INSERT_IDLE)
             .bind(&key.job)
@@ -396,6 +438,7 @@ impl Shared {
             .bind(request.trigger.as_str())
             // The fingerprint's bits, reinterpreted: SQLite integers are signed.
             .bind(request.fingerprint as i64)
+            .bind(due)
             .execute(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
@@ -420,7 +463,7 @@ impl Shared {
         match request.overlap {
             Overlap::Allow => Ok(None),
             Overlap::Skip => {
-                self.insert_idle(w, request, RunStatus::Skipped, SKIPPED_OVERLAP, now)
+                self.insert_idle(w, request, RunStatus::Skipped, Some(SKIPPED_OVERLAP), now)
                     .await?;
                 tracing::info!(
                     event = "job_skipped",
@@ -454,7 +497,7 @@ impl Shared {
             .await
             .map_err(|e| self.query_error(e))?
             .rows_affected();
-        self.insert_idle(w, request, RunStatus::Pending, WAITING, now)
+        self.insert_idle(w, request, RunStatus::Pending, Some(WAITING), now)
             .await?;
         tracing::info!(
             event = "job_buffered",
@@ -502,16 +545,19 @@ impl Shared {
         Ok(())
     }
 
-    async fn claim(
+    /// Claims `requests` for `owner`, or with `queue` enqueues them for workers (see
+    /// [`SlotStore::enqueue_slots`]).
+    pub(crate) async fn claim(
         &self,
         owner: &str,
         requests: &[ClaimRequest],
+        queue: bool,
     ) -> Result<Vec<Claim>, SqliteError> {
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
         let mut answers = Vec::with_capacity(requests.len());
         for request in requests {
-            answers.push(self.claim_one(&mut w, owner, now, request).await?);
+            answers.push(self.claim_one(&mut w, (owner, queue), now, request).await?);
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(answers)
@@ -521,7 +567,7 @@ impl Shared {
     async fn claim_one(
         &self,
         w: &mut WriteTx<'_>,
-        owner: &str,
+        (owner, queue): (&str, bool),
         now: i64,
         request: &ClaimRequest,
     ) -> Result<Claim, SqliteError> {
@@ -545,6 +591,10 @@ impl Shared {
             Some((run_id, status)) => {
                 let status =
                     parse_status(&status).ok_or_else(|| self.corrupt(run_id, "status", &status))?;
+                if queue {
+                    // A worker's `claim_due` recovers a stale row, not the scheduler.
+                    return Ok(Claim::Taken { status });
+                }
                 match self.reclaim(w, owner, now, request, status).await? {
                     Some(row) => row,
                     None => return Ok(Claim::Taken { status }),
@@ -553,6 +603,11 @@ impl Shared {
             None => {
                 if let Some(status) = self.apply_overlap(w, request, now).await? {
                     return Ok(Claim::Taken { status });
+                }
+                if queue {
+                    self.insert_idle(w, request, RunStatus::Pending, None, now)
+                        .await?;
+                    return Ok(Claim::Queued);
                 }
                 if matches!(request.overlap, Overlap::Skip | Overlap::BufferOne) {
                     self.fence_stale(w, request, now).await?;
@@ -650,14 +705,17 @@ impl Shared {
             .fetch_all(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        let mut claimed: Vec<DueClaim> = Vec::with_capacity(rows.len());
         let mut taken: Vec<(String, String)> = Vec::new();
         for row in rows {
             let (job, partition) = (&row.1, &row.3);
-            let exclusive = unique
-                .iter()
-                .find(|s| s.job == *job)
-                .is_some_and(|s| s.overlap != Overlap::Allow);
+            let Some(spec) = unique.iter().find(|s| s.job == *job) else {
+                continue;
+            };
+            if self.is_full(&mut w, spec, &claimed, now).await? {
+                continue;
+            }
+            let exclusive = spec.overlap != Overlap::Allow;
             if exclusive {
                 let pair = (job.clone(), partition.clone());
                 if taken.contains(&pair) || self.busy(&mut w, job, partition, now).await? {
@@ -669,6 +727,27 @@ impl Shared {
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(claimed)
+    }
+
+    /// Whether `spec`'s job may have no more runs handed out, after `claimed` in this call.
+    async fn is_full(
+        &self,
+        w: &mut WriteTx<'_>,
+        spec: &DueSpec,
+        claimed: &[DueClaim],
+        now: i64,
+    ) -> Result<bool, SqliteError> {
+        let handed = claimed.iter().filter(|c| c.key.job == spec.job).count();
+        let running = match spec.cluster_limit {
+            Some(_) => sqlx::query_scalar::<_, i64>(FRESH_RUNNING)
+                .bind(&spec.job)
+                .bind(now)
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(|e| self.query_error(e))?,
+            None => 0,
+        };
+        Ok(spec.is_full(handed, usize::try_from(running).unwrap_or(usize::MAX)))
     }
 
     /// Stale or handed-over runs with no attempts left are dead, not claimed.
@@ -756,7 +835,7 @@ impl Shared {
         let now = self.now(&mut w).await?;
         let store_now = DateTime::from_timestamp_millis(now).unwrap_or_default();
         for request in requests.iter().filter(|r| !not_due(r, store_now)) {
-            self.insert_idle(&mut w, request, RunStatus::Skipped, reason, now)
+            self.insert_idle(&mut w, request, RunStatus::Skipped, Some(reason), now)
                 .await?;
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;
@@ -883,7 +962,24 @@ impl SlotStore for SqliteBackend {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.shared().claim(owner, requests).await?)
+        Ok(self.shared().claim(owner, requests, false).await?)
+    }
+
+    /// One write transaction for the batch, as [`claim`](SlotStore::claim). No signal: workers
+    /// on SQLite poll.
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().claim("", requests, true).await?)
+    }
+
+    /// One read on the pool.
+    async fn next_due(
+        &self,
+        specs: &[DueSpec],
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        Ok(self.shared().next_due(specs).await?)
     }
 
     async fn claim_due(

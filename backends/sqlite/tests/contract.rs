@@ -102,3 +102,15 @@ async fn lock_tokens_rise() {
     let dir = tempfile::tempdir().expect("temp dir");
     contract::lock_tokens_rise(&backend(&dir).await).await;
 }
+
+#[tokio::test]
+async fn slots_are_queued_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::slots_are_queued_once(&backend(&dir).await).await;
+}
+
+#[tokio::test]
+async fn due_work_keeps_its_limits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    contract::due_work_keeps_its_limits(&backend(&dir).await).await;
+}

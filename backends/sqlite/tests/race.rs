@@ -150,6 +150,8 @@ async fn eight_claimers_take_each_due_retry_once() {
                 job: "due_race".to_owned(),
                 max_attempts: 3,
                 overlap: slotguard::Overlap::Allow,
+                limit: None,
+                cluster_limit: None,
             }];
             barrier.wait().await;
             let mut won = Vec::new();

@@ -197,8 +197,9 @@ pub struct JobStatus {
     pub next_slots: Vec<DateTime<Utc>>,
     /// The newest run, if any.
     pub last_run: Option<RunRecord>,
-    /// The live replicas that run the job, by id: none means no process runs it now (every
-    /// replica that had it is gone, or it was removed from the code).
+    /// The live replicas that run the job's bodies (role `all` or `worker`), by id: none means no
+    /// process runs it now (every replica that had it is gone, only a `scheduler` queues it, or it
+    /// was removed from the code).
     pub replicas: Vec<String>,
 }
 
@@ -366,7 +367,7 @@ impl Admin {
                 .unwrap_or_default();
             let replicas = live
                 .iter()
-                .filter(|r| r.info.jobs.contains(&record.definition.name))
+                .filter(|r| runs_jobs(r) && r.info.jobs.contains(&record.definition.name))
                 .map(|r| r.info.id.clone())
                 .collect();
             out.push(JobStatus {
@@ -759,6 +760,16 @@ impl Admin {
             overlap: Overlap::Allow,
         }
     }
+}
+
+/// Whether a replica runs job bodies (role `all` or `worker`): a `scheduler` only queues slots,
+/// and an `admin` process does neither.
+fn runs_jobs(replica: &ReplicaRecord) -> bool {
+    replica
+        .info
+        .roles
+        .iter()
+        .any(|role| role.parse::<crate::Role>().is_ok_and(crate::Role::executes))
 }
 
 /// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).

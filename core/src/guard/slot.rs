@@ -88,7 +88,7 @@ impl SlotGuard {
                 Claim::Taken {
                     status: status @ (RunStatus::Skipped | RunStatus::Pending),
                 } => Decision::Skip(SkipReason::Overlap(status)),
-                Claim::Taken { .. } => Decision::Skip(SkipReason::AlreadyClaimed),
+                Claim::Taken { .. } | Claim::Queued => Decision::Skip(SkipReason::AlreadyClaimed),
                 Claim::NotDue => Decision::Skip(SkipReason::NotDue),
             })
             .collect()

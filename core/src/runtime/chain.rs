@@ -110,7 +110,7 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
 }
 
 /// Leaves out the work of paused jobs, recording their slots `skipped` (reason `paused`).
-async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<Candidate> {
+pub(crate) async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<Candidate> {
     let paused: Vec<Candidate> = batch.extract_if(.., |c| c.job.is_paused()).collect();
     let mut requests = Vec::new();
     for candidate in &paused {
@@ -192,6 +192,15 @@ async fn refused(
 /// How many times a slot is looked at while this process's flag for its job is up without a body
 /// running, before it is recorded skipped.
 const MAX_LOOKS: u8 = 4;
+
+/// Records a slot that an external trigger asked for after its window closed.
+pub(crate) async fn record_too_late(rt: &Runtime, candidate: &Candidate) {
+    crate::metrics::skipped(&candidate.job.name, "too_late");
+    let requests: Vec<ClaimRequest> = candidate.claim_request().into_iter().collect();
+    if candidate.job.level == GuardLevel::Slot {
+        record(rt, &requests, super::TOO_LATE).await;
+    }
+}
 
 /// Records slots not run, with `reason`, through the slot layer.
 async fn record(rt: &Runtime, requests: &[ClaimRequest], reason: &str) {

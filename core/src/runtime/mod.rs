@@ -15,12 +15,14 @@ pub(crate) mod chain;
 pub(crate) mod clock_sync;
 pub(crate) mod control;
 mod deadline;
+pub(crate) mod enqueue;
 pub(crate) mod recover;
 pub(crate) mod registry;
 pub(crate) mod retention;
-mod run;
-mod tick;
+pub(crate) mod run;
+pub(crate) mod tick;
 pub(crate) mod timer;
+pub(crate) mod worker;
 
 use crate::clock::SharedClock;
 use crate::entry::JobEntry;
@@ -59,6 +61,10 @@ pub(crate) struct Runtime {
     /// Woken when a run of a job with more due work ended (its `look_again` flag set): the
     /// recovery loop looks again at once.
     pub(crate) due_wake: tokio::sync::Notify,
+    /// What this process does: enqueue, run, both or neither.
+    pub(crate) role: crate::Role,
+    /// Room for runs claimed from the store ([`SchedulerBuilder::max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)).
+    pub(crate) run_limit: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Runtime {
@@ -77,6 +83,9 @@ impl Runtime {
 
 /// The reason recorded for a slot skipped because a run of its job was still going.
 pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
+
+/// The reason recorded for a slot an external trigger asked for after its catch-up window closed.
+pub(crate) const TOO_LATE: &str = "too late: older than the job's catch-up window";
 
 /// The reason recorded for a slot of a paused job.
 pub(crate) const PAUSED: &str = "paused";

@@ -11,7 +11,7 @@ use crate::entry::{Candidate, JobEntry};
 use super::{Runtime, chain, run};
 
 /// How many overdue runs one round may claim: recovery after an outage is paced, never a storm.
-const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// The recovery loop: one round every `every` until shutdown.
 pub(crate) async fn recover(rt: Arc<Runtime>, every: Duration) {
@@ -34,13 +34,14 @@ pub(crate) async fn recover(rt: Arc<Runtime>, every: Duration) {
     }
 }
 
-/// One round of due work for the `slot`-level jobs `include` accepts, at most `limit` runs.
+/// One round of due work for the `slot`-level jobs `include` accepts, at most `limit` runs; the
+/// runs started.
 pub(crate) async fn due_round(
     rt: &Arc<Runtime>,
     limit: usize,
     include: impl Fn(&JobEntry) -> bool,
-) {
-    let Some(slots) = &rt.slots else { return };
+) -> usize {
+    let Some(slots) = &rt.slots else { return 0 };
     // Jobs running here are looked at too, though not claimed: their backlog flag tells the end of
     // their run to look again at once.
     let jobs: Vec<&Arc<JobEntry>> = rt
@@ -49,14 +50,14 @@ pub(crate) async fn due_round(
         .filter(|j| j.layers.slot && include(j) && !j.is_paused())
         .collect();
     if jobs.is_empty() {
-        return;
+        return 0;
     }
     let specs: Vec<_> = jobs.iter().map(|j| j.due_spec()).collect();
     let due = match slots.store.due_jobs(&specs).await {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, "could not look for due work; will look again next round");
-            return;
+            return 0;
         }
     };
     let mut batch = Vec::new();
@@ -68,9 +69,10 @@ pub(crate) async fn due_round(
         }
     }
     if batch.is_empty() {
-        return;
+        return 0;
     }
     let admission = chain::admit(rt, batch).await;
+    let started = admission.runs.len();
     for admitted in admission.runs {
         tracing::info!(
             event = "job_recovered",
@@ -79,13 +81,28 @@ pub(crate) async fn due_round(
             trigger = admitted.run.trigger.as_str(),
             "claimed a run that fell due"
         );
-        rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
+        // Room under the process's limit was counted before the claim; a run claimed anyway runs.
+        let room = rt
+            .run_limit
+            .as_ref()
+            .and_then(|l| Arc::clone(l).try_acquire_owned().ok());
+        let rt = Arc::clone(rt);
+        let job = Arc::clone(&admitted.job);
+        job.bodies.fetch_add(1, Ordering::AcqRel);
+        rt.tracker.clone().spawn(async move {
+            run::execute(rt, admitted).await;
+            job.bodies.fetch_sub(1, Ordering::AcqRel);
+            drop(room);
+        });
     }
+    started
 }
 
 /// Whether this replica may claim the job's due work now: not paused, and not running here with
 /// the flag raised (a job at overlap `skip` running here leaves its next attempt to another
 /// replica, or to a later round).
 fn may_claim(job: &JobEntry) -> bool {
-    (job.overlap_by_store() || !job.running.load(Ordering::Acquire)) && !job.is_paused()
+    (job.overlap_by_store() || !job.running.load(Ordering::Acquire))
+        && !job.is_paused()
+        && job.has_room()
 }

@@ -11,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 use super::Runtime;
 use crate::store::{Backend, ReplicaInfo};
 
-/// The roles this process records. Every process does everything today; the one place to change
-/// when processes take roles.
-pub(crate) fn roles() -> Vec<String> {
-    vec!["all".to_owned()]
+/// The roles this process records: its [`Role`](crate::Role) (one today; a list, so that a process
+/// may take several).
+pub(crate) fn roles(rt: &Runtime) -> Vec<String> {
+    vec![rt.role.as_str().to_owned()]
 }
 
 /// How long a removal on shutdown may take before the process goes without it (its row is then
@@ -44,8 +44,13 @@ fn info(rt: &Runtime, gone_after: Duration) -> ReplicaInfo {
         host: host(),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        roles: roles(),
-        jobs: rt.jobs.iter().map(|j| j.name.to_string()).collect(),
+        roles: roles(rt),
+        // An `admin` process links jobs in but neither schedules nor runs them.
+        jobs: if rt.role == crate::Role::Admin {
+            Vec::new()
+        } else {
+            rt.jobs.iter().map(|j| j.name.to_string()).collect()
+        },
         runs_held: u32::try_from(rt.running.load(Ordering::Acquire)).unwrap_or(u32::MAX),
         gone_after,
     }
@@ -61,8 +66,15 @@ pub(crate) async fn keep(
     done: CancellationToken,
 ) {
     loop {
-        if let Err(e) = store.record_replica(&info(&rt, gone_after)).await {
-            tracing::warn!(error = %e, "could not record this replica; will try again next interval");
+        // Cancel safe: a write cut short is written again by the next refresh, or removed below.
+        let now = info(&rt, gone_after);
+        tokio::select! {
+            () = done.cancelled() => break,
+            recorded = store.record_replica(&now) => {
+                if let Err(e) = recorded {
+                    tracing::warn!(error = %e, "could not record this replica; will try again next interval");
+                }
+            }
         }
         tokio::select! {
             () = done.cancelled() => break,

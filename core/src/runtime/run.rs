@@ -19,10 +19,20 @@ use super::chain::{Admitted, release};
 
 /// What the body's future gave: `None` when it was dropped (lost ownership, or past `kill_after`
 /// in shutdown); `Some(Err)` when it panicked.
-type Ended = Option<Result<JobResult, Box<dyn std::any::Any + Send>>>;
+type BodyEnd = Option<Result<JobResult, Box<dyn std::any::Any + Send>>>;
+
+/// How a body ended, as the slot layer recorded it.
+#[derive(Debug, Clone)]
+pub(crate) struct Ended {
+    pub(crate) outcome: RunOutcome,
+    /// The attempt number (1 without a slot row).
+    pub(crate) attempt: u32,
+    /// Whether the store recorded the outcome (runs without a slot row: always).
+    pub(crate) accepted: bool,
+}
 
 /// Runs one admitted body and records how it ended.
-pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) {
+pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     let mut info = RunInfo::default();
     for permit in &admitted.permits {
         permit.describe(&mut info);
@@ -40,17 +50,24 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) {
         outcome = tracing::field::Empty,
     );
     let job = Arc::clone(&admitted.job);
+    let attempt = info.attempt.unwrap_or(1);
     rt.running.fetch_add(1, Ordering::AcqRel);
-    run(&rt, admitted, info).instrument(span).await;
+    let (outcome, accepted) = run(&rt, admitted, info).instrument(span).await;
     rt.running.fetch_sub(1, Ordering::AcqRel);
     if job.layers.slot && job.backlog.load(Ordering::Acquire) {
         // More of the job's work waits in the store: the recovery loop looks again now.
         job.look_again.store(true, Ordering::Release);
         rt.due_wake.notify_one();
     }
+    Ended {
+        outcome,
+        attempt,
+        accepted,
+    }
 }
 
-async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
+/// The body's run: its outcome, and whether the store took it.
+async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
     let Admitted { job, run, permits } = admitted;
     let losses: Vec<CancellationToken> = permits.iter().filter_map(|p| p.loss()).collect();
     let (stop, lost) = (rt.cancel.child_token(), CancellationToken::new());
@@ -115,11 +132,12 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) {
         rt.abandoned.fetch_add(1, Ordering::AcqRel);
     }
     log_end(&outcome, took.as_millis() as u64, accepted);
+    (outcome, accepted)
 }
 
 /// Runs the body with the job's timeout, catching panics; after shutdown's cancel it gets
 /// `kill_after` to return.
-async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> Ended {
+async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> BodyEnd {
     let handler = Arc::clone(&job.handler);
     let body = match std::panic::catch_unwind(AssertUnwindSafe(move || handler(ctx))) {
         Ok(body) => body,
@@ -145,7 +163,7 @@ async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> Ended {
     tokio::time::timeout(rt.kill_after, &mut body).await.ok()
 }
 
-fn outcome(ended: Ended, shutting_down: bool) -> RunOutcome {
+fn outcome(ended: BodyEnd, shutting_down: bool) -> RunOutcome {
     match ended {
         Some(Ok(Ok(()))) => RunOutcome::Succeeded,
         Some(Ok(Err(_)) | Err(_)) | None if shutting_down => RunOutcome::Abandoned {

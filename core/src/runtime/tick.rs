@@ -17,7 +17,8 @@ use super::{Runtime, STORE_UNAVAILABLE, run};
 const LOCK_RECHECK: Duration = Duration::from_millis(250);
 
 /// The first and the longest wait between claims of slots that met an unavailable store.
-const OUTAGE_RETRY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+pub(crate) const OUTAGE_RETRY: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(2));
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -31,6 +32,9 @@ pub(crate) async fn tick(rt: Arc<Runtime>, delay: Duration, batch: Vec<Candidate
         }
     }
     let batch = expand_partitions(batch).await;
+    if !rt.role.executes() {
+        return super::enqueue::enqueue(rt, batch).await;
+    }
     let admission = chain::admit(&rt, batch).await;
     follow(&rt, admission);
 }
@@ -130,7 +134,7 @@ async fn outage(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
 }
 
 /// Whether a slot that met an unavailable store may no longer be claimed at `now`.
-fn window_closed(candidate: &Candidate, now: chrono::DateTime<chrono::Utc>) -> bool {
+pub(crate) fn window_closed(candidate: &Candidate, now: chrono::DateTime<chrono::Utc>) -> bool {
     let Some(slot) = candidate.slot_at() else {
         return true;
     };
@@ -148,7 +152,7 @@ fn window_closed(candidate: &Candidate, now: chrono::DateTime<chrono::Utc>) -> b
 
 /// Records expired slots of `slot`-level jobs; `true` once the store took them (or there were none
 /// to record).
-async fn record_expired(rt: &Runtime, expired: &[Candidate]) -> bool {
+pub(crate) async fn record_expired(rt: &Runtime, expired: &[Candidate]) -> bool {
     for candidate in expired {
         crate::metrics::slots_missed(&candidate.job.name, 1);
         tracing::error!(event = "job_slot_missed", job = %candidate.job.name, slot = ?candidate.slot_at(), "the store was unavailable until the slot's window closed; it did not run");

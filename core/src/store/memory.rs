@@ -29,6 +29,8 @@ mod retention;
 pub struct MemoryBackend {
     inner: Arc<Mutex<Inner>>,
     clock: SharedClock,
+    /// Counts enqueues that queued something: workers in this process wake on it.
+    queued: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -150,6 +152,7 @@ impl MemoryBackend {
         MemoryBackend {
             inner: Arc::default(),
             clock,
+            queued: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -237,11 +240,47 @@ impl SlotStore for MemoryBackend {
                     Claim::Won(take_over(run, owner, token, now, "heartbeat expired"))
                 }
                 Some(run) => Claim::Taken { status: run.status },
-                None => inner.claim_new(owner, request, now),
+                None => inner.claim_new(owner, request, now, false),
             };
             answers.push(answer);
         }
         Ok(answers)
+    }
+
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        self.check(&inner)?;
+        let answers: Vec<Claim> = requests
+            .iter()
+            .map(|request| match inner.runs.get(&request.key) {
+                _ if super::not_due(request, now) => Claim::NotDue,
+                Some(run) => Claim::Taken { status: run.status },
+                None => inner.claim_new("", request, now, true),
+            })
+            .collect();
+        drop(inner);
+        if answers.contains(&Claim::Queued) {
+            self.queued.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(answers)
+    }
+
+    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let now = self.clock.now();
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(inner
+            .runs
+            .iter()
+            .filter(|(k, r)| r.status == RunStatus::Pending && specs.iter().any(|s| s.job == k.job))
+            .filter_map(|(_, r)| r.next_attempt_at)
+            .filter(|at| *at > now)
+            .min())
+    }
+
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.queued.subscribe())
     }
 
     async fn claim_due(
@@ -254,11 +293,15 @@ impl SlotStore for MemoryBackend {
         let mut inner = self.lock();
         self.check(&inner)?;
         let due = inner.due(specs, now);
-        let mut claimed = Vec::new();
+        let mut claimed: Vec<DueClaim> = Vec::new();
         let mut taken: HashSet<(String, String)> = HashSet::new();
         for (key, spec) in due {
             if claimed.len() >= limit {
                 break;
+            }
+            let mine = claimed.iter().filter(|c| c.key.job == key.job).count();
+            if spec.is_full(mine, inner.fresh_running(&key.job, now)) {
+                continue;
             }
             let exclusive = spec.overlap != Overlap::Allow;
             let pair = (key.job.clone(), key.partition.clone());
@@ -477,6 +520,14 @@ impl Inner {
         self.next_token
     }
 
+    /// How many runs of `job` are running with a fresh heartbeat.
+    fn fresh_running(&self, job: &str, now: DateTime<Utc>) -> usize {
+        self.runs
+            .iter()
+            .filter(|(k, r)| k.job == job && r.status == RunStatus::Running && !is_stale(r, now))
+            .count()
+    }
+
     /// Another run of the same job and partition is running with a fresh heartbeat.
     fn has_fresh_running(&self, key: &SlotKey, now: DateTime<Utc>) -> bool {
         self.runs.iter().any(|(k, r)| {
@@ -488,7 +539,30 @@ impl Inner {
         })
     }
 
-    fn claim_new(&mut self, owner: &str, request: &ClaimRequest, now: DateTime<Utc>) -> Claim {
+    /// buffer_one: the slots of `key`'s job and partition that were waiting give way to a newer one.
+    fn supersede_waiting(&mut self, key: &SlotKey, now: DateTime<Utc>) {
+        for (k, run) in self.runs.iter_mut() {
+            if k.job == key.job
+                && k.partition == key.partition
+                && run.status == RunStatus::Pending
+                && run.next_attempt_at.is_none()
+            {
+                run.status = RunStatus::Skipped;
+                run.message = Some("overlap: superseded by a newer slot".into());
+                run.finished_at = Some(now);
+            }
+        }
+    }
+
+    /// A new slot under its overlap policy: claimed for `owner`, or with `queue` written `pending`
+    /// and due at its instant for a worker.
+    fn claim_new(
+        &mut self,
+        owner: &str,
+        request: &ClaimRequest,
+        now: DateTime<Utc>,
+        queue: bool,
+    ) -> Claim {
         let key = &request.key;
         let busy = request.overlap != Overlap::Allow && self.has_fresh_running(key, now);
         let status = match (busy, request.overlap) {
@@ -497,17 +571,7 @@ impl Inner {
                 "overlap: a previous run is still running",
             )),
             (true, Overlap::BufferOne) => {
-                for (k, run) in self.runs.iter_mut() {
-                    if k.job == key.job
-                        && k.partition == key.partition
-                        && run.status == RunStatus::Pending
-                        && run.next_attempt_at.is_none()
-                    {
-                        run.status = RunStatus::Skipped;
-                        run.message = Some("overlap: superseded by a newer slot".into());
-                        run.finished_at = Some(now);
-                    }
-                }
+                self.supersede_waiting(key, now);
                 Some((RunStatus::Pending, "overlap: waiting for the running slot"))
             }
             (true, Overlap::Replace) => {
@@ -525,7 +589,7 @@ impl Inner {
                 }
                 None
             }
-            (false, Overlap::Skip | Overlap::BufferOne) => {
+            (false, Overlap::Skip | Overlap::BufferOne) if !queue => {
                 self.fence_stale(key, now);
                 None
             }
@@ -548,6 +612,14 @@ impl Inner {
             run.attempts.clear();
             self.runs.insert(key.clone(), run);
             return Claim::Taken { status };
+        }
+        if queue {
+            run.status = RunStatus::Pending;
+            run.owner = String::new();
+            run.attempts.clear();
+            run.next_attempt_at = Some(key.scheduled_at);
+            self.runs.insert(key.clone(), run);
+            return Claim::Queued;
         }
         self.runs.insert(key.clone(), run);
         Claim::Won(Lease {

@@ -1,4 +1,6 @@
-//! The traits a backend implements: slot rows with fencing, and cluster-wide locks.
+//! The traits a backend implements: slot rows with fencing, cluster-wide locks, what operators read
+//! and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and history retention
+//! ([`RetentionStore`]).
 //!
 //! Policy lives in the runtime; a backend holds mechanism only. The memory backend in this crate
 //! implements both traits so that the `lock` and `slot` semantics are tested without a database; the
@@ -99,6 +101,9 @@ pub enum Claim {
     },
     /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock: nothing was written.
     NotDue,
+    /// [`SlotStore::enqueue_slots`] wrote the slot as a `pending` row, due at its instant, for a
+    /// worker to claim with [`SlotStore::claim_due`].
+    Queued,
 }
 
 /// How an attempt ended, as the runtime decided it from the outcome and the job's retry policy.
@@ -177,6 +182,12 @@ pub struct DueSpec {
     /// out while no other run of the same job and partition is `running` with a fresh heartbeat,
     /// and at most one per job and partition per call.
     pub overlap: Overlap,
+    /// At most this many runs of the job handed out by this call (a worker's room for the job);
+    /// `None`: only the call's limit.
+    pub limit: Option<u32>,
+    /// At most this many runs of the job `running` with a fresh heartbeat in the whole store once
+    /// the call has handed its runs out; `None`: no such limit.
+    pub cluster_limit: Option<u32>,
 }
 
 impl DueSpec {
@@ -186,7 +197,23 @@ impl DueSpec {
             job: job.into(),
             max_attempts,
             overlap: Overlap::Skip,
+            limit: None,
+            cluster_limit: None,
         }
+    }
+
+    /// The same spec with a limit on this call's runs of the job and one across the store.
+    pub fn with_limits(mut self, limit: Option<u32>, cluster_limit: Option<u32>) -> Self {
+        self.limit = limit;
+        self.cluster_limit = cluster_limit;
+        self
+    }
+
+    /// Whether a call that handed out `handed` runs of the job may hand out no more, with `running`
+    /// runs of the job `running` and fresh in the store (those handed out included).
+    pub fn is_full(&self, handed: usize, running: usize) -> bool {
+        self.limit.is_some_and(|n| handed >= n as usize)
+            || self.cluster_limit.is_some_and(|n| running >= n as usize)
     }
 
     /// The same spec with another overlap policy.
@@ -305,6 +332,52 @@ pub trait SlotStore: Send + Sync + 'static {
     /// Cancel safe: it only reads.
     async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
         Ok(vec![false; keys.len()])
+    }
+
+    /// Enqueues every slot in `requests` for workers, in one round trip; one answer per request, in
+    /// order. The slot table is the durable queue and the slot key its message id, so any number of
+    /// schedulers enqueue each slot once.
+    ///
+    /// Each request is decided as [`claim`](Self::claim) decides it, at the same instant, except that
+    /// a slot that would run becomes a `pending` row (attempt 0, no owner) due at its own instant
+    /// ([`Claim::Queued`]) instead of a `running` one: `Skip` records it `skipped` while another run
+    /// of its job and partition is running with a fresh heartbeat, `BufferOne` lets it wait,
+    /// `Replace` abandons the running runs, `Allow` queues it. An existing row is left alone
+    /// ([`Claim::Taken`]); a stale running row is not re-claimed (a worker's `claim_due` recovers
+    /// it). A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock is
+    /// [`Claim::NotDue`]. Stores that can wake workers ([`due_signal`](Self::due_signal)) do so when
+    /// something was queued.
+    ///
+    /// The default refuses: a store without it cannot serve the `scheduler` role.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have queued the slots; enqueueing again is idempotent.
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        let _ = requests;
+        Err(StoreError::Rejected(
+            "this store cannot queue slots for workers".to_owned(),
+        ))
+    }
+
+    /// The earliest instant, after the store's now, at which a `pending` run of the jobs in `specs`
+    /// falls due (`next_attempt_at`), in one read: a worker sleeps until then instead of polling.
+    /// The default knows none.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let _ = specs;
+        Ok(None)
+    }
+
+    /// A counter that changes when some process queued work ([`enqueue_slots`](Self::enqueue_slots)),
+    /// so that workers wake without polling (PostgreSQL: `LISTEN`/`NOTIFY`); each caller gets its own
+    /// receiver. `None` when the store has none (the default): workers then poll.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
     }
 
     /// Records slots that were not run because a run of the same job was still going in this process:

@@ -23,7 +23,8 @@ pub struct ReplicaInfo {
     pub pid: u32,
     /// The slotguard version it runs.
     pub version: String,
-    /// What the process does (`all` until processes take roles), in order.
+    /// What the process does: its [`Role`](crate::Role)'s name (`all`, `scheduler`, `worker`,
+    /// `admin`), in order.
     pub roles: Vec<String>,
     /// The jobs it runs, by name.
     pub jobs: Vec<String>,

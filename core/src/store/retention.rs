@@ -38,7 +38,7 @@ pub struct Pruned {
 #[async_trait]
 pub trait RetentionStore: Send + Sync + 'static {
     /// Deletes up to `limit` runs of the jobs in `specs` that finished (see the [module](self))
-    /// longer ago than their spec's `keep`, oldest finished first, with their attempts,
+    /// longer ago than their spec's `keep`, oldest finished first within a job, with their attempts,
     /// checkpoints and audit records, in one statement or transaction. One entry per job that lost
     /// runs; fewer than `limit` runs in all means nothing more is due.
     ///

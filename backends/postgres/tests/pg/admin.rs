@@ -41,6 +41,8 @@ fn specs(job: &str) -> [DueSpec; 1] {
         job: job.to_owned(),
         max_attempts: 3,
         overlap: slotguard::Overlap::Allow,
+        limit: None,
+        cluster_limit: None,
     }]
 }
 

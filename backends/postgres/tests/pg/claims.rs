@@ -191,6 +191,8 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
                 job: "due".into(),
                 max_attempts: 3,
                 overlap: slotguard::Overlap::Allow,
+                limit: None,
+                cluster_limit: None,
             }];
             barrier.wait().await;
             let mut claimed = Vec::new();
@@ -227,6 +229,8 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
         job: "due".into(),
         max_attempts: 3,
         overlap: slotguard::Overlap::Allow,
+        limit: None,
+        cluster_limit: None,
     }];
     assert!(
         backend
@@ -519,8 +523,8 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
     .await
     .expect("tables");
     assert_eq!(
-        tables, 6,
-        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, migrations"
+        tables, 7,
+        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, replicas, migrations"
     );
     backend.close().await;
 }

@@ -231,3 +231,19 @@ async fn existing_slots_are_found() {
     slotguard_tests::existing_slots_are_found(&backend).await;
     backend.close().await;
 }
+
+#[tokio::test]
+async fn slots_are_queued_once() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::slots_are_queued_once(&backend).await;
+    backend.close().await;
+}
+
+#[tokio::test]
+async fn due_work_keeps_its_limits() {
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    slotguard_tests::due_work_keeps_its_limits(&backend).await;
+    backend.close().await;
+}

@@ -12,3 +12,4 @@ mod connect;
 mod contract;
 mod locks;
 mod migrations;
+mod retention;

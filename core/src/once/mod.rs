@@ -1,0 +1,164 @@
+//! Run-once for external triggers (a Kubernetes CronJob, a systemd timer): one slot of one job,
+//! through the same guard chain as a tick, then exit. The slot row makes duplicates harmless: of
+//! several processes started for one slot, one runs the body and the others report who did.
+
+mod outcome;
+mod source;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+pub use outcome::{RunOnce, RunOnceError};
+pub use source::{ANNOTATION, SlotSource};
+
+use crate::entry::{Candidate, JobEntry, Work};
+use crate::guard::RunOutcome;
+use crate::runtime::Runtime;
+use crate::runtime::chain::{self, Admission};
+use crate::runtime::run;
+use crate::store::{Backend, RunFilter, RunStatus, SlotKey};
+
+/// How often a process that found its slot running elsewhere looks at the row again.
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+/// Runs `job`'s slot `slot` once (see [`Scheduler::run_once`](crate::Scheduler::run_once)).
+pub(crate) async fn run(
+    rt: &Arc<Runtime>,
+    backend: Option<&Arc<dyn Backend>>,
+    job: &str,
+    slot: DateTime<Utc>,
+) -> Result<RunOnce, RunOnceError> {
+    let entry = rt
+        .jobs
+        .iter()
+        .find(|j| *j.name == *job)
+        .ok_or_else(|| RunOnceError::UnknownJob(slotguard_cron::shown_within(job, 64)))?;
+    if entry.partitions.is_some() {
+        return Err(RunOnceError::Partitioned);
+    }
+    let at = entry
+        .schedule
+        .slots_after(slot - chrono::Duration::seconds(1))
+        .next()
+        .filter(|s| s.scheduled_at == slot)
+        .ok_or(RunOnceError::NotASlot { slot })?;
+    let now = rt.clock.now();
+    if slot - now > chrono::Duration::from_std(crate::store::MAX_EARLY).unwrap_or_default() {
+        return Err(RunOnceError::NotDue { slot, now });
+    }
+    let mut candidate = Candidate::slot(entry, at, Arc::from(""));
+    if crate::runtime::tick::window_closed(&candidate, now) {
+        chain::record_too_late(rt, &candidate).await;
+        return Ok(RunOnce::TooLate { slot });
+    }
+    // Until the run ends here, or a row tells what happened to the slot elsewhere.
+    let follow_until = tokio::time::Instant::now() + entry.stale_after * 2 + FOLLOW_EVERY;
+    loop {
+        let admission = chain::admit(rt, vec![candidate.clone()]).await;
+        if let Some(done) = ran(rt, admission).await? {
+            return Ok(done);
+        }
+        if entry.layers.slot
+            && let Work::Slot { looks, .. } = &mut candidate.work
+        {
+            // Looked at again, the slot's lock no longer stops it: the row decides (a holder that
+            // died leaves its lock until the lease lapses, but its run goes stale sooner).
+            *looks = 1;
+        }
+        let row = row(backend, entry, slot).await?;
+        match row.as_ref().map(|r| r.status) {
+            Some(RunStatus::Running) | None if tokio::time::Instant::now() < follow_until => {
+                tokio::time::sleep(FOLLOW_EVERY).await;
+            }
+            _ => return Ok(suppressed(entry, row)),
+        }
+    }
+}
+
+/// The run this process was admitted to, to its end; `None` when the chain admitted nothing.
+async fn ran(rt: &Arc<Runtime>, admission: Admission) -> Result<Option<RunOnce>, RunOnceError> {
+    if let Some(reason) = admission.unavailable.first().map(|_| "store unavailable") {
+        return Err(RunOnceError::Store(reason.to_owned()));
+    }
+    let Some(admitted) = admission.runs.into_iter().next() else {
+        return Ok(None);
+    };
+    let task = rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
+    let ended = task
+        .await
+        .map_err(|e| RunOnceError::Store(format!("the run's task failed: {e}")))?;
+    if !ended.accepted {
+        return Ok(Some(RunOnce::Abandoned {
+            attempt: ended.attempt,
+            reason: "the store refused the outcome: this attempt no longer held the slot".into(),
+        }));
+    }
+    Ok(Some(match ended.outcome {
+        RunOutcome::Succeeded => RunOnce::Succeeded {
+            attempt: ended.attempt,
+        },
+        RunOutcome::Failed { message, .. } => RunOnce::Failed {
+            attempt: ended.attempt,
+            message,
+        },
+        RunOutcome::Abandoned { reason } => RunOnce::Abandoned {
+            attempt: ended.attempt,
+            reason,
+        },
+    }))
+}
+
+/// The slot's row, if the job has them.
+async fn row(
+    backend: Option<&Arc<dyn Backend>>,
+    job: &JobEntry,
+    slot: DateTime<Utc>,
+) -> Result<Option<crate::store::RunRecord>, RunOnceError> {
+    let Some(backend) = backend.filter(|_| job.layers.slot) else {
+        return Ok(None);
+    };
+    let filter = RunFilter {
+        job: Some(job.name.to_string()),
+        partition: Some(String::new()),
+        from: Some(slot),
+        to: Some(slot + chrono::Duration::milliseconds(1)),
+        limit: 1,
+        ..RunFilter::default()
+    };
+    let key = SlotKey {
+        job: job.name.to_string(),
+        scheduled_at: slot,
+        partition: String::new(),
+    };
+    let runs = backend
+        .runs(&filter)
+        .await
+        .map_err(|e| RunOnceError::Store(e.to_string()))?;
+    Ok(runs.into_iter().find(|r| r.key == key))
+}
+
+/// Another process had the slot: who, and how it stands.
+fn suppressed(job: &JobEntry, row: Option<crate::store::RunRecord>) -> RunOnce {
+    if job.is_paused() {
+        return RunOnce::Suppressed {
+            owner: None,
+            status: None,
+            reason: "the job is paused".to_owned(),
+        };
+    }
+    match row {
+        Some(row) => RunOnce::Suppressed {
+            owner: row.owner,
+            status: Some(row.status),
+            reason: row.error_message.unwrap_or_default(),
+        },
+        None => RunOnce::Suppressed {
+            owner: None,
+            status: None,
+            reason: "the job ran elsewhere at the same time (no slot row at this guard level)"
+                .to_owned(),
+        },
+    }
+}

@@ -1,0 +1,154 @@
+//! What a run-once process did, and the exit code that tells Kubernetes or systemd.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+
+use crate::store::RunStatus;
+
+/// How [`Scheduler::run_once`](crate::Scheduler::run_once) ended. [`exit_code`](Self::exit_code)
+/// is what the process should exit with:
+///
+/// | outcome | exit | Kubernetes Job | systemd |
+/// |---|---|---|---|
+/// | `Succeeded` | 0 | complete | success |
+/// | `Suppressed` (another process ran or runs the slot, or the job is paused) | 0 | complete | success |
+/// | `Failed`, `Abandoned` | 1 | retried up to `backoffLimit`; the retry is the slot's next attempt | failed (`Restart=on-failure` retries) |
+/// | [`RunOnceError`]: bad input (unknown job, not a slot of its schedule, not due) | 2 | fail the Job (`podFailurePolicy` `FailJob` on 2) | failed |
+/// | `TooLate` (older than the job's catch-up window; recorded `skipped`) | 3 | fail the Job (`FailJob` on 3) | failed |
+/// | [`RunOnceError::Store`] (store unreachable) | 4 | retried | failed |
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOnce {
+    /// This process ran the body and it succeeded.
+    Succeeded {
+        /// The attempt it was.
+        attempt: u32,
+    },
+    /// This process ran the body and it failed.
+    Failed {
+        /// The attempt it was.
+        attempt: u32,
+        /// The error.
+        message: String,
+    },
+    /// This process ran the body and it stopped without an outcome (shutdown, lost ownership).
+    Abandoned {
+        /// The attempt it was.
+        attempt: u32,
+        /// Why.
+        reason: String,
+    },
+    /// Another process ran the slot or runs it now, or the job is paused: this one did nothing.
+    Suppressed {
+        /// The process that holds or held the slot's latest attempt.
+        owner: Option<String>,
+        /// The slot row's status when this process gave up following it.
+        status: Option<RunStatus>,
+        /// The row's message, or why nothing ran.
+        reason: String,
+    },
+    /// The slot is older than the job's catch-up window: refused, and recorded `skipped`.
+    TooLate {
+        /// The slot.
+        slot: DateTime<Utc>,
+    },
+}
+
+impl RunOnce {
+    /// The exit code for this outcome (see the table above).
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.code())
+    }
+
+    /// The exit code as a number.
+    pub fn code(&self) -> u8 {
+        match self {
+            RunOnce::Succeeded { .. } | RunOnce::Suppressed { .. } => 0,
+            RunOnce::Failed { .. } | RunOnce::Abandoned { .. } => 1,
+            RunOnce::TooLate { .. } => 3,
+        }
+    }
+}
+
+impl fmt::Display for RunOnce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunOnce::Succeeded { attempt } => write!(f, "succeeded (attempt {attempt})"),
+            RunOnce::Failed { attempt, message } => {
+                write!(f, "failed (attempt {attempt}): {message}")
+            }
+            RunOnce::Abandoned { attempt, reason } => {
+                write!(f, "abandoned (attempt {attempt}): {reason}")
+            }
+            RunOnce::Suppressed {
+                owner,
+                status,
+                reason,
+            } => {
+                write!(f, "suppressed: ")?;
+                match (owner, status) {
+                    (Some(owner), Some(status)) => write!(f, "{owner} has it, {status}")?,
+                    (None, Some(status)) => write!(f, "the slot is {status}")?,
+                    _ => write!(f, "nothing ran here")?,
+                }
+                if !reason.is_empty() {
+                    write!(f, " ({reason})")?;
+                }
+                Ok(())
+            }
+            RunOnce::TooLate { slot } => write!(
+                f,
+                "refused: slot {slot} is older than the job's catch-up window (recorded skipped)"
+            ),
+        }
+    }
+}
+
+/// Why [`Scheduler::run_once`](crate::Scheduler::run_once) could not run a slot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunOnceError {
+    /// No job of that name is linked into this binary.
+    #[error("unknown job `{0}`")]
+    UnknownJob(String),
+    /// The instant is not a slot of the job's schedule (check the trigger's schedule and zone).
+    #[error("{slot} is not a slot of the job's schedule")]
+    NotASlot {
+        /// The instant asked for.
+        slot: DateTime<Utc>,
+    },
+    /// The slot is in the future.
+    #[error("slot {slot} is not due yet (now {now})")]
+    NotDue {
+        /// The slot.
+        slot: DateTime<Utc>,
+        /// The scheduler's time.
+        now: DateTime<Utc>,
+    },
+    /// The job is partitioned: run-once runs unpartitioned jobs only (use workers for partitions).
+    #[error("the job is partitioned; run-once runs unpartitioned jobs only")]
+    Partitioned,
+    /// Where the slot should come from gave none, or an unreadable one.
+    #[error("no slot: {0}")]
+    NoSlot(String),
+    /// The store could not be asked.
+    #[error("store: {0}")]
+    Store(String),
+}
+
+impl RunOnceError {
+    /// 4 when the store could not be asked (worth retrying), 2 for bad input.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.code())
+    }
+
+    /// The exit code as a number.
+    pub fn code(&self) -> u8 {
+        match self {
+            RunOnceError::Store(_) => 4,
+            _ => 2,
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The `worker` role's driver: it computes no slot, it drains the durable queue. Each round offers
+//! every job's due work to its guard chain exactly as the recovery loop does (flag → lock →
+//! `claim_due`), so a queued slot runs with the same attempts, heartbeats, fencing tokens, retries,
+//! overlap policy and recovery as a tick's. Between rounds it sleeps until the earliest queued row
+//! falls due, until the store signals new work (PostgreSQL `NOTIFY`), until a run ends, or until
+//! the slow poll: no busy polling.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Runtime;
+use super::recover::{BATCH, due_round};
+
+/// The shortest sleep after a round that claimed nothing: a row due by this process's clock but not
+/// yet by the store's is asked for again this soon, not in a tight loop.
+const MIN_NAP: Duration = Duration::from_millis(1);
+
+/// The longest poll on a store that cannot signal queued work (SQLite): a slot enqueued just after
+/// a look waits at most this long.
+const POLL_WITHOUT_SIGNAL: Duration = Duration::from_millis(100);
+
+/// Runs the worker until shutdown; `poll` is the safety net when no signal comes.
+pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
+    let Some(slots) = rt.slots.clone() else {
+        return;
+    };
+    if !rt.jobs.iter().any(|j| j.layers.slot) {
+        return;
+    }
+    let mut signal = slots.store.due_signal().await;
+    let poll = if signal.is_none() {
+        poll.min(POLL_WITHOUT_SIGNAL)
+    } else {
+        poll
+    };
+    let mut next_poll = Instant::now() + poll;
+    loop {
+        if rt.stop.is_cancelled() {
+            return;
+        }
+        let claimed = drain(&rt).await;
+        let wake = match next_due(&rt).await {
+            Some(at) => at.min(next_poll),
+            None => next_poll,
+        };
+        let wake = if claimed == 0 {
+            wake.max(Instant::now() + MIN_NAP)
+        } else {
+            wake
+        };
+        let full = rt
+            .run_limit
+            .as_ref()
+            .is_some_and(|l| l.available_permits() == 0);
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep_until(wake) => {}
+            () = changed(&mut signal) => {}
+            () = rt.due_wake.notified() => {}
+            () = freed(&rt), if full => {}
+        }
+        if Instant::now() >= next_poll {
+            next_poll = Instant::now() + poll;
+        }
+    }
+}
+
+/// Rounds of due work while they fill their batch and this process has room; the runs claimed.
+async fn drain(rt: &Arc<Runtime>) -> usize {
+    let mut claimed = 0;
+    loop {
+        let room = rt
+            .run_limit
+            .as_ref()
+            .map_or(BATCH, |l| l.available_permits().min(BATCH));
+        if room == 0 || rt.stop.is_cancelled() {
+            return claimed;
+        }
+        let got = due_round(rt, room, |_| true).await;
+        claimed += got;
+        if got < room {
+            return claimed;
+        }
+    }
+}
+
+/// When the earliest queued row of this worker's jobs falls due, on the tokio clock.
+async fn next_due(rt: &Runtime) -> Option<Instant> {
+    let slots = rt.slots.as_ref()?;
+    let specs: Vec<_> = rt
+        .jobs
+        .iter()
+        .filter(|j| j.layers.slot && !j.is_paused())
+        .map(|j| j.due_spec())
+        .collect();
+    if specs.is_empty() {
+        return None;
+    }
+    match slots.store.next_due(&specs).await {
+        Ok(Some(at)) => {
+            let wait = (at - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
+            Some(Instant::now() + wait)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the next due run; polling");
+            None
+        }
+    }
+}
+
+/// Completes when the store signals queued work; never without a signal (or once it is gone).
+async fn changed(signal: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    match signal {
+        Some(receiver) => {
+            if receiver.changed().await.is_err() {
+                *signal = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Completes when a run of this process ended and freed room under its limit.
+async fn freed(rt: &Runtime) {
+    match &rt.run_limit {
+        Some(limit) => {
+            let _ = limit.acquire().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
