@@ -6,8 +6,14 @@
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example quickstart
 //! ```
 //!
-//! Runs for about 20 seconds, or until Ctrl-C, then shuts the replicas down gracefully and prints which
-//! replica ran each slot, the attempts, and the number of slots, runs and duplicate executions.
+//! Runs for about 20 seconds (`QUICKSTART_SECONDS` to change it), or until Ctrl-C, then shuts the
+//! replicas down gracefully and prints which replica ran each slot, the attempts, and the number of
+//! runs, attempts and duplicate executions. A run is one job's one slot; an attempt is one execution
+//! of its body, so a retried run has two attempts.
+//!
+//! The store is kept for the CLI: on SQLite a file in the temporary directory, on PostgreSQL a fresh
+//! schema per run (`slotguard_quickstart_<time>_<pid>`), named in the output with the commands to try
+//! on it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,6 +26,70 @@ use slotguard::{Job, JobContext, JobError, Overlap, RetryPolicy, Scheduler};
 
 const REPLICAS: usize = 3;
 const RUN_FOR: Duration = Duration::from_secs(20);
+
+/// How long the replicas run: `QUICKSTART_SECONDS`, else [`RUN_FOR`].
+fn run_for() -> Duration {
+    std::env::var("QUICKSTART_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(RUN_FOR, Duration::from_secs)
+}
+
+/// Where the replicas share their store.
+#[derive(Debug, Clone)]
+enum Store {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A schema of its own in a PostgreSQL database.
+    Postgres { url: String, schema: String },
+}
+
+impl Store {
+    /// The store as one command-line argument of a replica: `sqlite:PATH` or `postgres:SCHEMA:URL`.
+    fn arg(&self) -> String {
+        match self {
+            Store::Sqlite(path) => format!("sqlite:{}", path.display()),
+            Store::Postgres { url, schema } => format!("postgres:{schema}:{url}"),
+        }
+    }
+
+    fn from_arg(arg: &str) -> Store {
+        match arg.strip_prefix("sqlite:") {
+            Some(path) => Store::Sqlite(PathBuf::from(path)),
+            None => {
+                let rest = arg.strip_prefix("postgres:").unwrap_or(arg);
+                let (schema, url) = rest.split_once(':').unwrap_or(("slotguard", rest));
+                Store::Postgres {
+                    url: url.to_owned(),
+                    schema: schema.to_owned(),
+                }
+            }
+        }
+    }
+
+    /// The backend, created (tables, schema) if it is not there yet.
+    async fn open(&self) -> Result<Arc<dyn slotguard::store::Backend>, Box<dyn std::error::Error>> {
+        Ok(match self {
+            Store::Sqlite(path) => Arc::new(slotguard_sqlite::SqliteBackend::open(path).await?),
+            Store::Postgres { url, schema } => Arc::new(
+                slotguard_postgres::PgBackend::builder(url)
+                    .schema(schema.as_str())
+                    .connect()
+                    .await?,
+            ),
+        })
+    }
+
+    /// The CLI's options that name this store (the URL of PostgreSQL as the variable it came in).
+    fn cli_options(&self) -> String {
+        match self {
+            Store::Sqlite(path) => format!("--database-url sqlite:{}", path.display()),
+            Store::Postgres { schema, .. } => {
+                format!("--database-url \"$DATABASE_URL\" --schema {schema}")
+            }
+        }
+    }
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,16 +106,26 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let ledger = dir.join("ledger.txt");
     let store = match std::env::var("DATABASE_URL") {
-        Ok(url) if url.starts_with("postgres") => format!("postgres:{url}"),
-        _ => format!("sqlite:{}", dir.join("slots.db").display()),
+        Ok(url) if url.starts_with("postgres") => Store::Postgres {
+            schema: fresh_schema(),
+            url,
+        },
+        _ => Store::Sqlite(dir.join("slots.db")),
     };
-    let shown = store.split('@').next_back().unwrap_or(&store);
+    let shown = match &store {
+        Store::Sqlite(path) => format!("the SQLite file {}", path.display()),
+        Store::Postgres { url, schema } => format!(
+            "the fresh schema {schema} in PostgreSQL at {}",
+            url.split('@').next_back().unwrap_or("DATABASE_URL")
+        ),
+    };
     println!("slotguard quick start: {REPLICAS} replicas (separate processes) sharing {shown}");
     println!(
         "jobs: settlement every 2 s, report every 5 s (takes 6 s: overlapping slots are skipped),"
     );
     println!("      sync every 3 s (its first attempt fails and is retried)\n");
 
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let exe = std::env::current_exe()?;
     let mut children: Vec<Child> = (1..=REPLICAS)
         .map(|n| {
@@ -53,7 +133,7 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
                 .args([
                     "--replica",
                     &n.to_string(),
-                    &store,
+                    &store.arg(),
                     &ledger.to_string_lossy(),
                 ])
                 .spawn()
@@ -61,7 +141,7 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
 
     tokio::select! {
-        () = tokio::time::sleep(RUN_FOR) => {}
+        () = tokio::time::sleep(run_for()) => {}
         _ = tokio::signal::ctrl_c() => {}
     }
     println!(
@@ -76,67 +156,88 @@ async fn coordinator() -> Result<(), Box<dyn std::error::Error>> {
         child.wait()?;
     }
     report(&ledger);
-    store_summary(&store).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&ledger);
+    let retried = store_summary(&store).await;
+    try_the_cli(&store, &started, retried.as_deref());
     Ok(())
 }
 
-/// What the store recorded: runs by status, and the skipped slots with their reason.
-async fn store_summary(store: &str) {
-    // The two backends' inspection rows are different types with the same fields.
-    let row = |key: slotguard::store::SlotKey, status: slotguard::store::RunStatus, message| {
-        (
-            key.job,
-            key.scheduled_at.format("%H:%M:%S").to_string(),
-            status.to_string(),
-            message,
-        )
-    };
-    let rows: Vec<(String, String, String, Option<String>)> = match store.strip_prefix("sqlite:") {
-        Some(path) => match slotguard_sqlite::SqliteBackend::open(path).await {
-            Ok(b) => b
-                .runs(None)
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| row(r.key, r.status, r.error_message))
-                .collect(),
-            Err(_) => Vec::new(),
-        },
-        None => {
-            let url = store.strip_prefix("postgres:").unwrap_or(store);
-            let backend = slotguard_postgres::PgBackend::builder(url)
-                .schema("slotguard_quickstart")
-                .connect()
-                .await;
-            match backend {
-                Ok(b) => b
-                    .runs(None)
-                    .await
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|r| row(r.key, r.status, r.error_message))
-                    .collect(),
-                Err(_) => Vec::new(),
-            }
+/// A schema no earlier run used: the time in milliseconds and this process's id.
+fn fresh_schema() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("slotguard_quickstart_{millis}_{}", std::process::id())
+}
+
+/// Ends with commands to try on the store this run leaves behind.
+fn try_the_cli(store: &Store, started: &str, retried: Option<&str>) {
+    let cli = format!("slotguard {}", store.cli_options());
+    println!(
+        "\nthe store is kept; try the CLI on it (`cargo install --path cli` installs `slotguard`;"
+    );
+    println!("or write `cargo run -q -p slotguard-cli --` for `slotguard`):");
+    println!("  {cli} jobs");
+    println!("  {cli} runs sync --limit 5");
+    if let Some(slot) = retried {
+        println!("  {cli} run sync {slot}    # one run, its two attempts");
+    }
+    println!("  {cli} missed settlement --from {started}    # the slots after the shutdown");
+    println!(
+        "  {cli} trigger settlement --reason 'try it' --wait --timeout 5    # no replica is up: exit 6"
+    );
+    println!("  {cli} audit");
+    match store {
+        Store::Sqlite(path) => println!(
+            "remove it with: rm -r {}",
+            path.parent().unwrap_or(path).display()
+        ),
+        Store::Postgres { schema, .. } => {
+            println!("remove it with: psql \"$DATABASE_URL\" -c 'DROP SCHEMA {schema} CASCADE'");
+        }
+    }
+}
+
+/// What the store recorded: runs by status, and the skipped slots with their reason. Returns the
+/// slot of a `sync` run that took two attempts, if there is one.
+async fn store_summary(store: &Store) -> Option<String> {
+    let admin = match store.open().await {
+        Ok(backend) => slotguard::admin::Admin::shared(backend),
+        Err(e) => {
+            println!("could not read the store: {e}");
+            return None;
         }
     };
-    let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, _, status, _) in &rows {
-        *by_status.entry(status.as_str()).or_default() += 1;
+    let filter = slotguard::store::RunFilter {
+        limit: slotguard::admin::MAX_PAGE,
+        ..slotguard::store::RunFilter::default()
+    };
+    let runs = admin.runs(filter).await.unwrap_or_default();
+    let mut by_status: BTreeMap<String, usize> = BTreeMap::new();
+    for run in &runs {
+        *by_status.entry(run.status.to_string()).or_default() += 1;
     }
     let counts: Vec<String> = by_status.iter().map(|(s, n)| format!("{n} {s}")).collect();
     println!(
-        "the store recorded {} runs: {}",
-        rows.len(),
+        "the store recorded {} runs (skipped slots included): {}",
+        runs.len(),
         counts.join(", ")
     );
-    for (job, slot, _, reason) in rows.iter().filter(|r| r.2 == "skipped") {
+    for run in runs.iter().filter(|r| r.status.as_str() == "skipped") {
         println!(
-            "  {job} {slot} skipped: {}",
-            reason.as_deref().unwrap_or("-")
+            "  {} {} skipped: {}",
+            run.key.job,
+            run.key.scheduled_at.format("%H:%M:%S"),
+            run.error_message.as_deref().unwrap_or("-")
         );
     }
+    runs.iter()
+        .find(|r| r.key.job == "sync" && r.attempt >= 2)
+        .map(|r| {
+            r.key
+                .scheduled_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        })
 }
 
 /// Prints the closing summary from the effects ledger: what actually ran, not what the store says.
@@ -169,7 +270,7 @@ fn report(ledger: &PathBuf) {
         })
         .sum();
     println!(
-        "\n{} slots, {} runs (attempts included), {} duplicate executions",
+        "\n{} runs executed ({} attempts: a retry is a second attempt of the same run), {} duplicate executions",
         runs.len(),
         executions,
         duplicates
@@ -186,16 +287,14 @@ async fn replica(n: &str, store: &str, ledger: &str) -> Result<(), Box<dyn std::
         .grace_period(Duration::from_secs(3))
         .stale_after(Duration::from_secs(6))
         .recovery_interval(Duration::from_millis(500));
-    builder = if let Some(path) = store.strip_prefix("sqlite:") {
-        builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
-    } else {
-        let url = store.strip_prefix("postgres:").unwrap_or(store);
-        builder.backend(
-            slotguard_postgres::PgBackend::builder(url)
-                .schema("slotguard_quickstart")
+    builder = match Store::from_arg(store) {
+        Store::Sqlite(path) => builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?),
+        Store::Postgres { url, schema } => builder.backend(
+            slotguard_postgres::PgBackend::builder(&url)
+                .schema(schema.as_str())
                 .connect()
                 .await?,
-        )
+        ),
     };
     let ran = move |ctx: &JobContext, note: &str| {
         let slot = ctx.scheduled_at().format("%H:%M:%S").to_string();

@@ -52,6 +52,8 @@ fn main() -> ExitCode {
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
+            // Colours only on a terminal: redirected logs stay plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }

@@ -12,7 +12,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod exit;
 mod next;
@@ -46,9 +46,22 @@ enum Command {
     Op(ops::Op),
 }
 
+/// The command line, with `--database-url` and `--schema` (global, for the operations) hidden from
+/// `next --help`: `next` works offline and ignores them.
+fn command() -> clap::Command {
+    let command = Cli::command();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().hide(true))
+        .collect();
+    // An argument a subcommand has already is not propagated to it again.
+    command.mut_subcommand("next", |next| next.args(hidden))
+}
+
 fn main() -> ExitCode {
-    // `Cli::parse` prints clap's own errors and exits with 2 on a usage error.
-    let cli = Cli::parse();
+    // Clap prints its own errors and exits with 2 on a usage error.
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Next(args) => next::run(args),
         Command::Op(op) => ops::run(&cli.store, op),
@@ -63,5 +76,26 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Issue 15, item 14: `next --help` shows only what `next` uses; the operations keep the store.
+    #[test]
+    fn next_help_shows_only_its_own_options() {
+        let mut command = command();
+        command.build();
+        let next = command
+            .find_subcommand_mut("next")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(!next.contains("--database-url"), "{next}");
+        assert!(!next.contains("--schema"), "{next}");
+        assert!(next.contains("--tz"), "{next}");
+        let runs = command
+            .find_subcommand_mut("runs")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(runs.contains("--database-url"), "{runs}");
     }
 }

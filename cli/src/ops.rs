@@ -1,5 +1,5 @@
-//! The operations on a cluster's store: `jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
-//! `backfill`, `pause`, `resume`, `audit`, `replicas`. Each is one call of the admin API
+//! The operations on a cluster's store: `jobs`, `runs`, `run`, `missed`, `retry`, `cancel`,
+//! `trigger`, `backfill`, `pause`, `resume`, `audit`, `replicas`. Each is one call of the admin API
 //! ([`slotguard::admin::Admin`]) on the store the replicas share, printed as a table (or, for the
 //! listings, as JSON with `--json`).
 //!
@@ -7,14 +7,20 @@
 //! bad input (exit 2) even when the store is unreachable. Exit codes, for scripts: 0 done; 2 bad input
 //! (usage, a malformed date, a reason too long, a range too large, no store at the place named); 3
 //! unknown job or slot; 4 refused by the run's status (retry of a running run); 1 the store could not
-//! be reached, or another failure. Errors are one line on stderr, prefixed `error:`.
+//! be reached, or another failure; with `trigger --wait`, 5 the run ended without success (failed,
+//! dead, skipped, abandoned) and 6 it had not finished when `--timeout` passed. Errors are one line
+//! on stderr, prefixed `error:`.
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest, MAX_PAGE};
+use slotguard::admin::{
+    Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, check_wait, finished,
+    parse_page,
+};
 use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
 
 use crate::exit;
@@ -28,20 +34,25 @@ pub(crate) use store::Store;
 const NOT_FOUND: u8 = 3;
 /// Refused by the run's status.
 const REFUSED: u8 = 4;
-
-/// The listings' default page.
-const DEFAULT_LIMIT: i64 = 50;
+/// `trigger --wait`: the run ended without success (failed, dead, skipped, abandoned).
+const UNSUCCESSFUL: u8 = 5;
+/// `trigger --wait`: the run had not finished when `--timeout` passed.
+const STILL_GOING: u8 = 6;
 
 const EXAMPLES: &str = "\
 Examples:
   export SLOTGUARD_DATABASE_URL=postgres://ops@db.internal/app   # or sqlite:/var/lib/app/slotguard.db
   slotguard jobs
   slotguard runs daily-settlement --status failed
+  slotguard run daily-settlement 2026-03-08T17:00:00Z
   slotguard retry daily-settlement 2026-03-08T17:00:00Z --reason 'bank API was down'
+  slotguard retry daily-settlement --failed --from 2026-03-01T00:00:00Z --to 2026-03-08T00:00:00Z --reason 'bank API was down'
+  slotguard trigger daily-settlement --reason 'settle again' --wait --timeout 300
   slotguard missed daily-settlement --from 2026-03-01T00:00:00Z --json
 
 Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status,
-1 store unreachable or another failure.";
+1 store unreachable or another failure; trigger --wait: 0 succeeded, 5 ended without success,
+6 not finished within --timeout.";
 
 /// Who asks, and why: stored in the audit trail.
 #[derive(Debug, Args)]
@@ -83,6 +94,31 @@ pub(crate) struct SlotArgs {
     why: Why,
 }
 
+/// `retry`: one slot, or every failed slot of a range.
+#[derive(Debug, Args)]
+pub(crate) struct RetryArgs {
+    /// The job's name.
+    job: String,
+    /// The slot, in RFC 3339 (`2026-03-08T17:00:00Z`), as `slotguard runs` prints it.
+    #[arg(required_unless_present = "failed")]
+    slot: Option<String>,
+    /// Instead of one slot: every failed or dead run with a slot in [--from, --to), one audit entry
+    /// each (at most 1,000).
+    #[arg(long, conflicts_with = "slot", requires_all = ["from", "to"])]
+    failed: bool,
+    /// With --failed: from this instant (RFC 3339).
+    #[arg(long, value_name = "RFC3339", requires = "failed")]
+    from: Option<String>,
+    /// With --failed: until this instant, excluded (RFC 3339).
+    #[arg(long, value_name = "RFC3339", requires = "failed")]
+    to: Option<String>,
+    /// The partition, for a partitioned job (with --failed and no --partition: every partition).
+    #[arg(long)]
+    partition: Option<String>,
+    #[command(flatten)]
+    why: Why,
+}
+
 /// The operations.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Op {
@@ -111,9 +147,23 @@ pub(crate) enum Op {
         #[arg(long)]
         partition: Option<String>,
         /// At most this many runs, 1 to 1,000.
-        #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, allow_negative_numbers = true)]
-        limit: i64,
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
+        limit: String,
         /// One JSON object per run and line, with its attempts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run of a job (the run of one slot) with its attempts.
+    #[command(after_long_help = EXAMPLES)]
+    Run {
+        /// The job's name.
+        job: String,
+        /// The slot, in RFC 3339 (`2026-03-08T17:00:00Z`), as `slotguard runs` prints it.
+        slot: String,
+        /// The partition, for a partitioned job.
+        #[arg(long, default_value = "")]
+        partition: String,
+        /// One JSON object, as the HTTP router's `GET /jobs/{job}/runs/{slot}` answers.
         #[arg(long)]
         json: bool,
     },
@@ -134,7 +184,7 @@ pub(crate) enum Op {
     },
     /// Run a finished slot again: a new attempt of the same run, same slot and idempotency key.
     #[command(after_long_help = EXAMPLES)]
-    Retry(SlotArgs),
+    Retry(RetryArgs),
     /// Cancel a running or pending run; the replica running it is told at its next heartbeat.
     #[command(after_long_help = EXAMPLES)]
     Cancel(SlotArgs),
@@ -145,6 +195,13 @@ pub(crate) enum Op {
         job: String,
         #[command(flatten)]
         why: Why,
+        /// Follow the run to its outcome; the exit code says it: 0 succeeded, 5 ended without
+        /// success (failed, dead, skipped, abandoned), 6 not finished within --timeout.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this many seconds (0 to 3,600).
+        #[arg(long, value_name = "SECONDS", default_value = "600", requires = "wait")]
+        timeout: String,
     },
     /// Create runs for the missing slots of a range (a dry run unless --execute).
     #[command(after_long_help = EXAMPLES)]
@@ -193,8 +250,8 @@ pub(crate) enum Op {
         /// Only this job.
         job: Option<String>,
         /// At most this many entries, 1 to 1,000.
-        #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, allow_negative_numbers = true)]
-        limit: i64,
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
+        limit: String,
         /// One JSON object per entry and line.
         #[arg(long)]
         json: bool,
@@ -298,9 +355,24 @@ enum Plan {
         to: Option<DateTime<Utc>>,
         json: bool,
     },
+    Run {
+        slot: Slot,
+        json: bool,
+    },
     Retry(Slot, ChangeRequest),
+    RetryFailed {
+        job: String,
+        range: (DateTime<Utc>, DateTime<Utc>),
+        partition: Option<String>,
+        by: ChangeRequest,
+    },
     Cancel(Slot, ChangeRequest),
-    Trigger(String, ChangeRequest),
+    Trigger {
+        job: String,
+        by: ChangeRequest,
+        /// `--wait`: how long to follow the run.
+        wait: Option<Duration>,
+    },
     Backfill {
         job: String,
         from: DateTime<Utc>,
@@ -333,22 +405,10 @@ impl Plan {
                 partition,
                 limit,
                 json,
-            } => {
-                let from = from.as_deref().map(|v| instant("--from", v)).transpose()?;
-                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
-                range(from, to)?;
-                Plan::Runs {
-                    filter: RunFilter {
-                        job: Some(job),
-                        status: wanted.as_deref().map(status).transpose()?,
-                        partition,
-                        from,
-                        to,
-                        limit: page(limit)?,
-                    },
-                    json,
-                }
-            }
+            } => Plan::Runs {
+                filter: Plan::filter(job, wanted, (from, to), partition, &limit)?,
+                json,
+            },
             Op::Missed {
                 job,
                 from,
@@ -365,15 +425,34 @@ impl Plan {
                     json,
                 }
             }
-            Op::Retry(args) => {
-                let (slot, by) = slot(args)?;
-                Plan::Retry(slot, by)
-            }
+            Op::Run {
+                job,
+                slot,
+                partition,
+                json,
+            } => Plan::Run {
+                slot: Slot {
+                    at: instant("SLOT", &slot)?,
+                    job,
+                    partition,
+                },
+                json,
+            },
+            Op::Retry(args) => Plan::retry(args)?,
             Op::Cancel(args) => {
                 let (slot, by) = slot(args)?;
                 Plan::Cancel(slot, by)
             }
-            Op::Trigger { job, why } => Plan::Trigger(job, why.request()?),
+            Op::Trigger {
+                job,
+                why,
+                wait,
+                timeout,
+            } => Plan::Trigger {
+                job,
+                by: why.request()?,
+                wait: wait.then(|| seconds(&timeout)).transpose()?,
+            },
             Op::Backfill {
                 job,
                 from,
@@ -390,11 +469,63 @@ impl Plan {
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
             Op::Audit { job, limit, json } => Plan::Audit {
                 job,
-                limit: page(limit)?,
+                limit: page(&limit)?,
                 json,
             },
             Op::Replicas { json } => Plan::Replicas { json },
         })
+    }
+
+    /// The filter of `runs`, every argument checked.
+    fn filter(
+        job: String,
+        wanted: Option<String>,
+        (from, to): (Option<String>, Option<String>),
+        partition: Option<String>,
+        limit: &str,
+    ) -> Result<RunFilter, Failure> {
+        let from = from.as_deref().map(|v| instant("--from", v)).transpose()?;
+        let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
+        range(from, to)?;
+        Ok(RunFilter {
+            job: Some(job),
+            status: wanted.as_deref().map(status).transpose()?,
+            partition,
+            from,
+            to,
+            limit: page(limit)?,
+        })
+    }
+
+    /// A retry of one slot, or with `--failed` of every failed slot of a range.
+    fn retry(args: RetryArgs) -> Result<Plan, Failure> {
+        let RetryArgs {
+            job,
+            slot: at,
+            failed,
+            from,
+            to,
+            partition,
+            why,
+        } = args;
+        if failed {
+            let from = instant("--from", from.as_deref().unwrap_or_default())?;
+            let to = instant("--to", to.as_deref().unwrap_or_default())?;
+            range(Some(from), Some(to))?;
+            return Ok(Plan::RetryFailed {
+                job,
+                range: (from, to),
+                partition,
+                by: why.request()?,
+            });
+        }
+        let (slot, by) = slot(SlotArgs {
+            job,
+            slot: at.unwrap_or_default(),
+            partition: partition.unwrap_or_default(),
+            why,
+        })?;
+        Ok(Plan::Retry(slot, by))
     }
 
     /// A backfill of `range`, its rate and reason checked.
@@ -417,9 +548,9 @@ impl Plan {
         })
     }
 
-    /// Asks the store, and renders the answer.
-    async fn execute(self, admin: &Admin) -> Result<String, Failure> {
-        Ok(match self {
+    /// Asks the store, and renders the answer with its exit code.
+    async fn execute(self, admin: &Admin) -> Result<Answer, Failure> {
+        Ok(Answer::from(match self {
             Plan::Jobs { json } => show::jobs(&admin.jobs().await?, json),
             Plan::Runs { filter, json } => show::runs(&admin.runs(filter).await?, json),
             Plan::Missed {
@@ -431,6 +562,36 @@ impl Plan {
                 let to = to.unwrap_or_else(Utc::now);
                 show::missed(&admin.missed(&job, from, to).await?, json)
             }
+            Plan::Run { slot, json } => {
+                show::run(&admin.run(&slot.job, slot.at, &slot.partition).await?, json)
+            }
+            Plan::RetryFailed {
+                job,
+                range,
+                partition,
+                by,
+            } => show::range_retried(
+                &job,
+                &admin
+                    .retry_failed(&job, range, partition.as_deref(), &by)
+                    .await?,
+            ),
+            Plan::Trigger { job, by, wait } => {
+                let triggered = admin.trigger(&job, &by).await?;
+                let text = show::triggered(&job, &triggered);
+                let Some(timeout) = wait else {
+                    return Ok(Answer::from(text));
+                };
+                // Said before the wait, so that a person sees what is being waited for.
+                print(&text)?;
+                let run = admin
+                    .wait(&job, triggered.scheduled_at, "", timeout)
+                    .await?;
+                return Ok(Answer {
+                    text: show::waited(&run, timeout),
+                    code: outcome_code(&run),
+                });
+            }
             Plan::Retry(slot, by) => show::retried(
                 &admin
                     .retry(&slot.job, slot.at, &slot.partition, &by)
@@ -441,7 +602,6 @@ impl Plan {
                     .cancel(&slot.job, slot.at, &slot.partition, &by)
                     .await?,
             ),
-            Plan::Trigger(job, by) => show::triggered(&job, &admin.trigger(&job, &by).await?),
             Plan::Backfill {
                 job,
                 from,
@@ -458,8 +618,37 @@ impl Plan {
                 show::audit(&admin.audit(job.as_deref(), limit).await?, json)
             }
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
-        })
+        }))
     }
+}
+
+/// What an operation prints, and its exit code.
+struct Answer {
+    text: String,
+    code: u8,
+}
+
+impl From<String> for Answer {
+    fn from(text: String) -> Self {
+        Answer { text, code: 0 }
+    }
+}
+
+/// `trigger --wait`'s exit code for the run as the wait left it.
+fn outcome_code(run: &slotguard::store::RunRecord) -> u8 {
+    match run.status {
+        _ if !finished(run) => STILL_GOING,
+        RunStatus::Succeeded => 0,
+        _ => UNSUCCESSFUL,
+    }
+}
+
+/// Prints `text` now, on stdout.
+fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| failure(format!("writing output: {e}")))
 }
 
 /// Runs one operation and prints its result.
@@ -475,8 +664,8 @@ pub(crate) fn run(store: &Store, op: Op) -> ExitCode {
         })
     });
     match result {
-        Ok(text) => match std::io::stdout().lock().write_all(text.as_bytes()) {
-            Ok(()) => ExitCode::SUCCESS,
+        Ok(answer) => match std::io::stdout().lock().write_all(answer.text.as_bytes()) {
+            Ok(()) => ExitCode::from(answer.code),
             Err(e) => exit::write_error(&e),
         },
         Err(failure) => {
@@ -520,15 +709,26 @@ fn range(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> Result<(), F
     }
 }
 
-fn page(limit: i64) -> Result<usize, Failure> {
-    usize::try_from(limit)
-        .ok()
-        .filter(|n| (1..=MAX_PAGE).contains(n))
-        .ok_or_else(|| {
-            usage(format!(
-                "--limit: {limit} is out of range: expected 1 to {MAX_PAGE}"
-            ))
-        })
+/// `--limit`, by the admin API's rule for every listing ([`parse_page`]).
+fn page(limit: &str) -> Result<usize, Failure> {
+    parse_page(limit).map_err(|e| match e {
+        AdminError::Invalid { problem, .. } => usage(format!("--limit: {problem}")),
+        other => Failure::from(other),
+    })
+}
+
+/// `--timeout`: a number of seconds within the admin API's bound on a wait.
+fn seconds(value: &str) -> Result<Duration, Failure> {
+    let bad = || {
+        usage(format!(
+            "--timeout: `{}` is not a number of seconds from 0 to 3600",
+            show::shown(value)
+        ))
+    };
+    let secs = value.trim().parse::<f64>().map_err(|_| bad())?;
+    let timeout = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+    check_wait(timeout).map_err(|_| bad())?;
+    Ok(timeout)
 }
 
 /// `--per-second`: a number of runs per second within the admin API's bounds.
@@ -592,10 +792,20 @@ mod tests {
 
     #[test]
     fn limits_and_statuses() {
-        assert_eq!(page(1).unwrap(), 1);
-        assert_eq!(page(1000).unwrap(), 1000);
-        for bad in [0, -1, 1001, i64::MIN] {
-            assert_eq!(page(bad).unwrap_err().code, exit::USAGE, "{bad}");
+        assert_eq!(page("1").unwrap(), 1);
+        assert_eq!(page("1000").unwrap(), 1000);
+        for bad in [
+            "0",
+            "-1",
+            "1001",
+            "100000",
+            "-9223372036854775808",
+            "ten",
+            "",
+        ] {
+            let err = page(bad).unwrap_err();
+            assert_eq!(err.code, exit::USAGE, "{bad}");
+            assert!(err.message.starts_with("--limit: "), "{}", err.message);
         }
         assert_eq!(status("Failed").unwrap(), RunStatus::Failed);
         let err = status("fail\ned").unwrap_err();
@@ -712,6 +922,22 @@ mod tests {
                 }),
                 1 => (prop::sample::select(vec!["trigger", "pause", "resume"]), job(), any::<String>()).prop_map(move |(op, j, r)| {
                     vec![s(op), j, s("--reason"), r]
+                }),
+                1 => (job(), instant(), any::<String>(), any::<bool>()).prop_map(move |(j, slot, p, json)| {
+                    let mut a = vec![s("run"), j, slot, s("--partition"), p];
+                    if json {
+                        a.push(s("--json"));
+                    }
+                    a
+                }),
+                1 => (job(), instant(), instant(), prop::option::of(any::<String>()), any::<String>()).prop_map(move |(j, f, t, p, r)| {
+                    let mut a = vec![s("retry"), j, s("--failed"), s("--from"), f, s("--to"), t, s("--reason"), r];
+                    a.extend(p.map(|p| [s("--partition"), p]).into_iter().flatten());
+                    a
+                }),
+                // A timeout that ends at once: nothing runs the manual run on a memory store.
+                1 => (job(), prop::sample::select(vec!["0", "-1", "3601", "NaN", "inf", "soon"])).prop_map(move |(j, t)| {
+                    vec![s("trigger"), j, s("--reason"), s("proptest"), s("--wait"), s("--timeout"), s(t)]
                 }),
                 4 => (job(), instant(), instant(), any::<bool>(), number()).prop_map(move |(j, f, t, execute, n)| {
                     let mut a = vec![s("backfill"), j, s("--from"), f, s("--to"), t, s("--per-second"), n, s("--reason"), s("proptest")];

@@ -124,6 +124,36 @@ fn hostile_input_changes_nothing() {
 }
 
 #[test]
+fn limits_follow_the_admin_rule() {
+    ops::limits_follow_the_admin_rule(&fixture());
+}
+
+#[test]
+fn trigger_of_a_paused_job_says_it_waits() {
+    ops::trigger_of_a_paused_job_says_it_waits(&fixture());
+}
+
+#[test]
+fn the_documented_one_run_command_shows_that_run() {
+    ops::the_documented_one_run_command_shows_that_run(&fixture());
+}
+
+#[test]
+fn run_shows_one_run_with_its_attempts() {
+    ops::run_shows_one_run_with_its_attempts(&fixture());
+}
+
+#[test]
+fn retry_failed_retries_a_range() {
+    ops::retry_failed_retries_a_range(&fixture());
+}
+
+#[test]
+fn trigger_wait_follows_the_run() {
+    ops::trigger_wait_follows_the_run(&fixture());
+}
+
+#[test]
 fn input_is_checked_before_the_store() {
     ops::input_is_checked_before_the_store(&fixture());
 }

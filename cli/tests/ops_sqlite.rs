@@ -93,6 +93,36 @@ fn hostile_input_changes_nothing() {
 }
 
 #[test]
+fn limits_follow_the_admin_rule() {
+    ops::limits_follow_the_admin_rule(&fixture("limits"));
+}
+
+#[test]
+fn trigger_of_a_paused_job_says_it_waits() {
+    ops::trigger_of_a_paused_job_says_it_waits(&fixture("paused-trigger"));
+}
+
+#[test]
+fn the_documented_one_run_command_shows_that_run() {
+    ops::the_documented_one_run_command_shows_that_run(&fixture("one-run"));
+}
+
+#[test]
+fn run_shows_one_run_with_its_attempts() {
+    ops::run_shows_one_run_with_its_attempts(&fixture("run"));
+}
+
+#[test]
+fn retry_failed_retries_a_range() {
+    ops::retry_failed_retries_a_range(&fixture("retry-failed"));
+}
+
+#[test]
+fn trigger_wait_follows_the_run() {
+    ops::trigger_wait_follows_the_run(&fixture("trigger-wait"));
+}
+
+#[test]
 fn input_is_checked_before_the_store() {
     ops::input_is_checked_before_the_store(&fixture("early"));
 }

@@ -403,6 +403,78 @@ async fn lists_runs_with_attempts_and_filters() {
     assert!(answer.message().contains("stauts"), "{}", answer.raw);
 }
 
+/// Issue 15, bug 5: one rule for page sizes on every listing, in HTTP as in the CLI and the Rust
+/// API: 1 to 1,000, 50 when absent; `limit=0` and `limit=100000` are refused, never capped.
+#[tokio::test]
+async fn limits_follow_one_rule_on_every_listing() {
+    let (_backend, app) = setup().await;
+    let by = json!({"reason": "limits", "actor": "ops"});
+    for _ in 0..3 {
+        post(&app, "/internal/jobs/daily-settlement/pause", by.clone())
+            .await
+            .expect(StatusCode::OK);
+    }
+    for path in ["/internal/jobs/daily-settlement/runs", "/internal/audit"] {
+        for limit in [
+            "0",
+            "100000",
+            "1001",
+            "-1",
+            "18446744073709551616",
+            "ten",
+            "1.5",
+        ] {
+            let answer = get(&app, &format!("{path}?limit={limit}")).await;
+            answer.expect(StatusCode::BAD_REQUEST);
+            assert_eq!(answer.body["field"], "limit", "{path} {limit}");
+            assert!(
+                answer.message().contains("1 to 1000"),
+                "{path} {limit}: {}",
+                answer.raw
+            );
+        }
+        for limit in ["1", "1000", ""] {
+            get(&app, &format!("{path}?limit={limit}"))
+                .await
+                .expect(StatusCode::OK);
+        }
+    }
+    let audit = get(&app, "/internal/audit?limit=2").await;
+    assert_eq!(audit.body["audit"].as_array().unwrap().len(), 2);
+    let audit = get(&app, "/internal/audit").await;
+    assert_eq!(audit.body["audit"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn the_rust_api_refuses_the_limits_http_refuses() {
+    let (backend, _app) = setup().await;
+    let admin = Admin::new(backend);
+    let filter = |limit| slotguard::store::RunFilter {
+        job: Some(SETTLEMENT.to_owned()),
+        limit,
+        ..slotguard::store::RunFilter::default()
+    };
+    for limit in [0, 1001, 100_000] {
+        let err = admin.runs(filter(limit)).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("invalid limit: {limit} is out of range: expected 1 to 1000")
+        );
+        let err = admin.audit(None, limit).await.unwrap_err();
+        assert!(matches!(
+            err,
+            slotguard::admin::AdminError::Invalid { field: "limit", .. }
+        ));
+    }
+    assert_eq!(slotguard::store::RunFilter::default().limit, 50);
+    admin.runs(filter(1)).await.unwrap();
+    admin
+        .runs(slotguard::store::RunFilter::default())
+        .await
+        .unwrap();
+    admin.audit(None, 1000).await.unwrap();
+}
+
 #[tokio::test]
 async fn reads_one_run_by_slot_in_any_offset_and_partition() {
     let (backend, app) = setup().await;
@@ -611,6 +683,43 @@ async fn triggers_a_manual_run() {
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].entry.action, "trigger");
     assert_eq!(audit[0].entry.actor, "http");
+}
+
+/// Issue 15, bug 10: a paused job's manual run waits for the resume, and the answer says so rather
+/// than promising a start within one recovery poll.
+#[tokio::test]
+async fn triggering_a_paused_job_says_the_run_waits_for_the_resume() {
+    let (_backend, app) = setup().await;
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/trigger",
+        json!({"reason": "now"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["paused"], false, "{}", answer.raw);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains("within one recovery poll"), "{message}");
+    assert!(message.contains("while none is up"), "{message}");
+
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/pause",
+        json!({"reason": "bank maintenance"}),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/trigger",
+        json!({"reason": "now"}),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["paused"], true, "{}", answer.raw);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains("runs after it is resumed"), "{message}");
+    assert!(!message.contains("recovery poll"), "{message}");
 }
 
 #[tokio::test]
@@ -1323,12 +1432,30 @@ mod no_panic {
             .prop_map(|(j, a, b, c, d, e)| {
                 (format!("/jobs/{}/runs?{a}{b}{c}{d}{e}", encode(&j)), None)
             });
-        let run = (job(), instant(), q("partition")).prop_map(|(j, s, p)| {
+        // The only run is finished, so no wait outlasts a read.
+        let wait = prop::option::of(prop_oneof![
+            4 => prop::sample::select(vec!["0", "0.05", "3600", "3601", "-1", "1e300", "NaN", "inf"]).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ])
+        .prop_map(|v| v.map(|v| format!("wait={}&", encode(&v))).unwrap_or_default());
+        let run = (job(), instant(), q("partition"), wait).prop_map(|(j, s, p, w)| {
             (
-                format!("/jobs/{}/runs/{}?{p}", encode(&j), encode(&s)),
+                format!("/jobs/{}/runs/{}?{p}{w}", encode(&j), encode(&s)),
                 None,
             )
         });
+        let retry_failed = (
+            job(),
+            instant(),
+            instant(),
+            text(),
+            prop::option::of(any::<String>()),
+        )
+            .prop_map(|(j, from, to, reason, partition)| {
+                let body =
+                    json!({"from": from, "to": to, "reason": reason, "partition": partition});
+                (format!("/jobs/{}/retry-failed", encode(&j)), Some(body))
+            });
         let missed = (job(), q("from"), q("to"))
             .prop_map(|(j, a, b)| (format!("/jobs/{}/missed?{a}{b}", encode(&j)), None));
         let audit = (q("job"), q("limit")).prop_map(|(a, b)| (format!("/audit?{a}{b}"), None));
@@ -1361,15 +1488,17 @@ mod no_panic {
                 let body = json!({"from": from, "to": to, "dryRun": dry_run.map_or(Value::Bool(false), Value::Bool), "perSecond": per_second, "reason": reason});
                 (format!("/jobs/{}/backfill", encode(&j)), Some(body))
             });
+        // Boxed: the union of nine unboxed strategies overflows a test thread's stack in debug.
         prop_oneof![
-            1 => Just(("/jobs".to_owned(), None)),
-            1 => runs,
-            1 => run,
-            1 => missed,
-            1 => audit,
-            1 => slot_change,
-            1 => change,
-            4 => backfill,
+            1 => Just(("/jobs".to_owned(), None)).boxed(),
+            1 => runs.boxed(),
+            1 => run.boxed(),
+            1 => missed.boxed(),
+            1 => audit.boxed(),
+            1 => slot_change.boxed(),
+            1 => retry_failed.boxed(),
+            1 => change.boxed(),
+            4 => backfill.boxed(),
         ]
     }
 
@@ -1398,5 +1527,125 @@ mod no_panic {
                 prop_assert!(!field.contains('_'), "{path}: {}", answer.raw);
             }
         }
+    }
+}
+
+/// Issue 15, item 13: every failed slot of a range is retried, one audit entry each; other slots
+/// and other statuses are left alone.
+#[tokio::test]
+async fn retries_every_failed_slot_of_a_range() {
+    let (backend, app) = setup().await;
+    let day = |d: u32| Utc.with_ymd_and_hms(2026, 3, d, 17, 0, 0).unwrap();
+    failed(&backend, SETTLEMENT, day(2), "").await;
+    failed(&backend, SETTLEMENT, day(3), "acme").await;
+    succeeded(&backend, SETTLEMENT, day(4)).await;
+    failed(&backend, SETTLEMENT, day(5), "").await;
+    failed(&backend, SETTLEMENT, day(9), "").await; // outside the range
+    let body = json!({
+        "from": "2026-03-01T00:00:00Z",
+        "to": "2026-03-08T00:00:00Z",
+        "reason": "bank API was down",
+        "actor": "ops",
+    });
+    let answer = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry-failed",
+        body.clone(),
+    )
+    .await;
+    answer.expect(StatusCode::OK);
+    let slots: Vec<(&str, &str)> = answer.body["retried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["scheduledAt"].as_str().unwrap(),
+                k["partition"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            ("2026-03-02T17:00:00Z", ""),
+            ("2026-03-03T17:00:00Z", "acme"),
+            ("2026-03-05T17:00:00Z", "")
+        ]
+    );
+    for d in [2, 5] {
+        assert_eq!(
+            run_of(&backend, SETTLEMENT, day(d)).status.as_str(),
+            "pending"
+        );
+    }
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, day(4)).status.as_str(),
+        "succeeded"
+    );
+    assert_eq!(
+        run_of(&backend, SETTLEMENT, day(9)).status.as_str(),
+        "failed"
+    );
+    let audit = backend.audit_log(Some(SETTLEMENT), 10).await.unwrap();
+    assert_eq!(audit.len(), 3, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.entry.action == "retry" && a.entry.actor == "ops")
+    );
+
+    // Nothing failed is left in the range: a repeat retries nothing.
+    let again = post(&app, "/internal/jobs/daily-settlement/retry-failed", body).await;
+    again.expect(StatusCode::OK);
+    assert_eq!(again.body["retried"], json!([]));
+
+    let bad = post(
+        &app,
+        "/internal/jobs/daily-settlement/retry-failed",
+        json!({"from": "2026-03-08T00:00:00Z", "to": "2026-03-01T00:00:00Z", "reason": "x"}),
+    )
+    .await;
+    bad.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(bad.body["field"], "range");
+}
+
+/// Issue 15, item 13: `?wait=` answers once the run has finished, or with the run as it is when the
+/// wait is over.
+#[tokio::test]
+async fn waits_for_a_run_to_finish() {
+    let (backend, app) = setup().await;
+    let slot = at(SLOT);
+    let lease = running(&backend, SETTLEMENT, slot, "").await;
+    let uri = format!("/internal/jobs/daily-settlement/runs/{SLOT}?wait=0.3");
+    let started = std::time::Instant::now();
+    let answer = get(&app, &uri).await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "running");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    let finisher = {
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            backend
+                .finish_one("replica-a", &lease, &Finish::succeeded())
+                .await
+                .unwrap()
+        })
+    };
+    let uri = format!("/internal/jobs/daily-settlement/runs/{SLOT}?wait=30");
+    let started = std::time::Instant::now();
+    let answer = get(&app, &uri).await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "succeeded");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(finisher.await.unwrap());
+
+    for wait in ["-1", "3601", "soon", "NaN"] {
+        let uri = format!("/internal/jobs/daily-settlement/runs/{SLOT}?wait={wait}");
+        let answer = get(&app, &uri).await;
+        answer.expect(StatusCode::BAD_REQUEST);
+        assert_eq!(answer.body["field"], "wait", "{wait}");
     }
 }

@@ -384,3 +384,188 @@ fn settlement_pays_every_slot_exactly_once() {
         "closing line {last:?}; output:\n{out}"
     );
 }
+
+/// Runs the quick start for `seconds` with `env` and its temporary directory in `tmp`; returns its
+/// output (stdout and stderr, in that order).
+fn quickstart(seconds: u64, tmp: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let mut command = Command::new(example("quickstart"));
+    command
+        .env_remove("DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .env("QUICKSTART_SECONDS", seconds.to_string())
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let child = command.spawn().expect("the quick start starts");
+    let output = child.wait_with_output().expect("the quick start ends");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "exit {}; output:\n{text}",
+        output.status
+    );
+    assert!(text.contains(", 0 duplicate executions"), "{text}");
+    text
+}
+
+/// The number before `marker` on the line that holds it.
+fn count_before(text: &str, marker: &str) -> usize {
+    let line = text
+        .lines()
+        .find(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no line with {marker:?} in:\n{text}"));
+    let head = &line[..line.find(marker).expect("found")];
+    head.split_whitespace()
+        .last()
+        .and_then(|n| n.trim_start_matches('(').parse().ok())
+        .unwrap_or_else(|| panic!("no number before {marker:?} in {line:?}"))
+}
+
+/// Issue 15, item 14: the quick start keeps its SQLite file, ends with CLI commands to try on it,
+/// uses "run" for one job's one slot throughout its summary, and writes no colour codes into a pipe.
+#[test]
+fn quickstart_keeps_its_store_and_ends_with_commands_to_try() {
+    let _alone = one_at_a_time();
+    let tmp = tempfile::tempdir().expect("a temp dir");
+    let out = quickstart(6, tmp.path(), &[]);
+    assert!(!out.contains('\u{1b}'), "colour codes in a pipe:\n{out}");
+    let executed = count_before(&out, " runs executed (");
+    let attempts = count_before(&out, " attempts: a retry is a second attempt");
+    let recorded = count_before(&out, " runs (skipped slots included)");
+    assert!(executed > 0 && attempts >= executed, "{out}");
+    assert!(recorded >= executed, "{out}");
+    assert!(!out.contains("runs (attempts included)"), "{out}");
+    let db = std::fs::read_dir(tmp.path())
+        .expect("the temp dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("slots.db"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no slots.db kept in {}:\n{out}", tmp.path().display()));
+    let cli = format!("slotguard --database-url sqlite:{} ", db.display());
+    for command in ["jobs", "runs sync --limit 5", "audit"] {
+        assert!(
+            out.contains(&format!("  {cli}{command}")),
+            "no `{command}`:\n{out}"
+        );
+    }
+    assert!(out.contains("cargo install --path cli"), "{out}");
+}
+
+/// Issue 15, bug 7: each PostgreSQL quick start works in a fresh schema, named in its output, so a
+/// second run neither counts nor runs the first one's rows.
+#[test]
+fn postgres_quickstart_uses_a_fresh_schema_each_run() {
+    let _alone = one_at_a_time();
+    let url = std::env::var("SLOTGUARD_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let tmp = tempfile::tempdir().expect("a temp dir");
+    let schema_of = |out: &str| -> String {
+        out.split("--schema ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no schema named:\n{out}"))
+            .to_owned()
+    };
+    let first = quickstart(5, tmp.path(), &[("DATABASE_URL", &url)]);
+    let second = quickstart(5, tmp.path(), &[("DATABASE_URL", &url)]);
+    let schemas = [schema_of(&first), schema_of(&second)];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let rows = rt.block_on(async {
+        use sqlx::Connection as _;
+        let mut db = sqlx::PgConnection::connect(&url).await.expect("PostgreSQL");
+        let mut rows = Vec::new();
+        // Names the quick start printed, checked to be plain identifiers before they go into SQL.
+        for schema in &schemas {
+            assert!(
+                schema
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                "{schema}"
+            );
+        }
+        for schema in &schemas {
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM {schema}.job_runs"
+            )))
+            .fetch_one(&mut db)
+            .await
+            .expect("count runs");
+            rows.push(usize::try_from(n).expect("a count"));
+        }
+        for schema in &schemas {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE"
+            )))
+            .execute(&mut db)
+            .await
+            .expect("drop the schema");
+        }
+        rows
+    });
+    assert_ne!(schemas[0], schemas[1], "one schema for two runs");
+    for (out, (schema, rows)) in [&first, &second].into_iter().zip(schemas.iter().zip(rows)) {
+        assert!(out.contains(&format!("the fresh schema {schema}")), "{out}");
+        assert!(
+            out.contains(&format!("DROP SCHEMA {schema} CASCADE")),
+            "{out}"
+        );
+        // The summary counts this run's rows, all of them and only them.
+        assert_eq!(
+            count_before(out, " runs (skipped slots included)"),
+            rows,
+            "{out}"
+        );
+        assert!(rows >= count_before(out, " runs executed ("), "{out}");
+        assert!(
+            rows < 20,
+            "rows of an earlier run in {schema}: {rows}\n{out}"
+        );
+    }
+}
+
+/// Issue 15, item 14: a per-second job logs no line per run at `info`, and logs into a pipe carry no
+/// colour codes.
+#[test]
+fn a_per_second_job_logs_quietly_and_without_colours_into_a_pipe() {
+    let _alone = one_at_a_time();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let log = dir.path().join("stderr.log");
+    let mut child = Command::new(example("axum_server"))
+        .args(["--addr", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("slots.db"))
+        .env_remove("DATABASE_URL")
+        .env_remove("ADDR")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("a log file"))
+        .spawn()
+        .expect("the example starts");
+    // `refresh-rates` fires every second: six seconds are six runs.
+    std::thread::sleep(Duration::from_secs(6));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().expect("the example ends");
+    assert!(status.success(), "exit {status}");
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe:\n{text}");
+    let per_run = text
+        .lines()
+        .filter(|l| l.contains("refresh-rates") && l.contains(" INFO "))
+        .count();
+    assert!(
+        per_run < 3,
+        "{per_run} info lines of the per-second job in 6 s:\n{text}"
+    );
+    assert!(text.contains(" INFO "), "nothing at info at all:\n{text}");
+}

@@ -53,6 +53,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "dashboard indexes",
         sql: include_str!("../migrations/0007_dashboard_indexes.sql"),
     },
+    Migration {
+        version: 8,
+        description: "queue: active runs by slot",
+        sql: include_str!("../migrations/0008_queue.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

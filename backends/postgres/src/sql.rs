@@ -294,6 +294,10 @@ macro_rules! due_condition {
 ///   The backend serialises the claims of such a job (`LOCK_JOBS`), so the count holds across
 ///   concurrent claimers.
 ///
+/// - `eligible` looks at the oldest `4 × $4 + 64` candidates only (through the index of active
+///   runs, `job_runs_active_idx`): a deep queue costs a call what its head costs. A job whose runs
+///   fill that window while one of them must wait gets one run this call; once it runs, its other
+///   rows leave the window (they wait for it), so no job starves another for more than a call.
 /// - `eligible` and `first_due`: unless a job's overlap is `allow`, a run is due only while no other
 ///   run of its job and partition is `running` with a fresh heartbeat, and only the oldest due run
 ///   of each job and partition is taken: whatever path claims it, two runs of one job and partition
@@ -336,28 +340,44 @@ exhausted AS (
     SELECT j.id, s.max_attempts
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    WHERE j.attempt >= s.max_attempts
+    WHERE j.id IN (
+            SELECT a.id FROM {schema}.job_runs a
+            WHERE a.status = 'abandoned' AND a.next_attempt_at <= now()
+              AND a.job_name IN (SELECT job_name FROM spec)
+            UNION ALL
+            SELECT r.id FROM {schema}.job_runs r
+            WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < now()
+              AND r.job_name IN (SELECT job_name FROM spec))
+      AND j.attempt >= s.max_attempts
       AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
            OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
     ORDER BY j.scheduled_at, j.job_name, j.partition_key
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
 ),
-eligible AS (
-    SELECT j.id, j.job_name, j.partition_key, j.scheduled_at, s.overlap <> 'allow' AS exclusive
-    FROM {schema}.job_runs j
-    JOIN spec s ON s.job_name = j.job_name
-    WHERE "#,
+eligible AS MATERIALIZED (
+    SELECT c.*
+    FROM spec s
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.job_name, j.partition_key, j.scheduled_at,
+               s.overlap <> 'allow' AS exclusive
+        FROM {schema}.job_runs j
+        WHERE j.job_name = s.job_name
+          AND j.status IN ('pending', 'abandoned', 'running')
+          AND "#,
     due_condition!(),
     r#"
-      AND (s.overlap = 'allow' OR NOT EXISTS (
-               SELECT 1
-               FROM {schema}.job_runs o
-               WHERE o.job_name = j.job_name
-                 AND o.partition_key = j.partition_key
-                 AND o.id <> j.id
-                 AND o.status = 'running'
-                 AND o.heartbeat_at + o.stale_after >= now()))
+          AND (s.overlap = 'allow' OR NOT EXISTS (
+                   SELECT 1
+                   FROM {schema}.job_runs o
+                   WHERE o.job_name = j.job_name
+                     AND o.partition_key = j.partition_key
+                     AND o.id <> j.id
+                     AND o.status = 'running'
+                     AND o.heartbeat_at + o.stale_after >= now()))
+        ORDER BY j.scheduled_at
+        LIMIT $4 * 4 + 64
+    ) c
 ),
 first_due AS (
     SELECT id, exclusive, job_name, scheduled_at, partition_key,
@@ -366,20 +386,25 @@ first_due AS (
     FROM eligible
 ),
 passing AS (
-    SELECT id,
+    SELECT id, job_name,
            row_number() OVER (PARTITION BY job_name
                               ORDER BY scheduled_at, partition_key) AS job_nth
     FROM first_due
     WHERE NOT exclusive OR nth = 1
 ),
+capped AS MATERIALIZED (
+    SELECT p.id
+    FROM passing p
+    JOIN spec s ON s.job_name = p.job_name
+    LEFT JOIN running r ON r.job_name = p.job_name
+    WHERE p.job_nth <= LEAST(COALESCE(s.lim, 2147483647),
+                             COALESCE(s.cluster - COALESCE(r.n, 0), 2147483647))
+),
 due AS (
     SELECT j.id
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    JOIN passing p ON p.id = j.id
-    LEFT JOIN running r ON r.job_name = j.job_name
-    WHERE p.job_nth <= LEAST(COALESCE(s.lim, 2147483647),
-                             COALESCE(s.cluster - COALESCE(r.n, 0), 2147483647))
+    WHERE j.id IN (SELECT id FROM capped)
       -- Repeated so that a row another caller re-claimed and committed after this statement's
       -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
       AND "#,
@@ -453,13 +478,16 @@ WHERE j.job_name = ANY($1::text[])
 /// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
 /// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only.
 pub(crate) const DUE_JOBS: &str = r#"
-SELECT DISTINCT j.job_name
-FROM {schema}.job_runs j
-JOIN unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
-  ON s.job_name = j.job_name
-WHERE (j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
-   OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
-   OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())
+SELECT DISTINCT s.job_name
+FROM unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
+WHERE EXISTS (
+    SELECT 1
+    FROM {schema}.job_runs j
+    WHERE j.job_name = s.job_name
+      AND j.status IN ('pending', 'abandoned', 'running')
+      AND ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
+           OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())))
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the

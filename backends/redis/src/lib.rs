@@ -18,11 +18,13 @@
 //! # handle.shutdown().await; Ok(()) }
 //! ```
 //!
-//! A lock is a key `{slotguard:<prefix>:<lock key>}:lock` set with `PX <ttl>` to `<token> <owner>`,
-//! taken by one Lua script that also advances the key's fence counter (`…:fence`, the same hash
-//! slot). A background task renews every held lease every TTL/3 with a compare-and-`PEXPIRE`; a
-//! lease found gone or another's, or not renewed within its TTL (Redis unreachable), is reported
-//! lost through [`LockLease::lost`], and the job is told to stop.
+//! A lock is a key `{slotguard:<prefix>:<lock key>}:lock` set with `PX <ttl>` to
+//! `<token> <request> <owner>`, taken by one Lua script that also advances the key's fence counter
+//! (`…:fence`, the same hash slot). A `try_lock` that gets no answer (Redis slow or gone, or the
+//! caller went away) takes back in the background what its request may have been granted. A
+//! background task renews every held lease every TTL/3 with a compare-and-`PEXPIRE`; a lease found
+//! gone or another's, or not renewed within its TTL (Redis unreachable), is reported lost through
+//! [`LockLease::lost`], and the job is told to stop.
 //!
 //! A lease lock can lapse while its holder is paused (GC, `SIGSTOP`, a VM migration) and still
 //! working; then another replica takes it. Only the fencing token makes the late holder harmless:
@@ -38,7 +40,11 @@
 //! the slot (no body runs without its lock) and tries again at the next one.
 //!
 //! Deployment: a single Redis primary (or Sentinel). Use `maxmemory-policy noeviction` (or a
-//! `volatile-*` one): an evicted lock key is a lock that nobody holds.
+//! `volatile-*` one): an evicted lock key is a lock that nobody holds. A Redis that keeps nothing on
+//! disk forgets the locks when it restarts: start it again no sooner than one lease TTL after it
+//! went down (or run it with `appendonly yes` and `appendfsync always`, which keeps them), else a
+//! holder still working may hear `lost` only after another replica has started (by up to a third of
+//! the TTL), and only the fencing token protects the target.
 
 #![forbid(unsafe_code)]
 
@@ -90,7 +96,7 @@ struct Inner {
 struct Held {
     owner: String,
     token: i64,
-    /// The lock key's value: `<token> <owner>`.
+    /// The lock key's value: `<token> <request> <owner>`.
     value: String,
     lost: CancellationToken,
     /// When the lease expires at the latest, measured locally from before the round trip that last
@@ -225,8 +231,8 @@ impl Inner {
         match first {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 let mut load = redis::pipe();
-                for s in self.scripts.all() {
-                    load.cmd("SCRIPT").arg("LOAD").arg(source(s, &self.scripts));
+                for (_, source) in self.scripts.all() {
+                    load.cmd("SCRIPT").arg("LOAD").arg(source);
                 }
                 self.timed(load.query_async::<Vec<Value>>(&mut conn))
                     .await
@@ -262,15 +268,24 @@ impl Inner {
             tokio::spawn(renew::renew_loop(Arc::downgrade(self) as Weak<Inner>));
         });
         let ttl = self.ttl.as_millis().to_string();
+        let mut pending = Pending {
+            inner: Arc::downgrade(self),
+            keys: keys.to_vec(),
+            request: request_id(),
+        };
+        let request = pending.request.clone();
         let calls: Vec<_> = keys
             .iter()
             .map(|&k| {
                 let (lock, fence) = self.keys(k);
-                (vec![lock, fence], vec![owner.to_owned(), ttl.clone()])
+                let args = vec![owner.to_owned(), ttl.clone(), request.clone()];
+                (vec![lock, fence], args)
             })
             .collect();
         let started = Instant::now();
         let answers = self.eval_many(&self.scripts.acquire, &calls).await?;
+        // Answered: what was granted is known, and held below.
+        pending.keys.clear();
         let mut held = self.held();
         keys.iter()
             .zip(answers)
@@ -283,7 +298,7 @@ impl Inner {
                 let lease = Held {
                     owner: owner.to_owned(),
                     token,
-                    value: format!("{token} {owner}"),
+                    value: format!("{token} {request} {owner}"),
                     lost: lost.clone(),
                     deadline: started + self.ttl,
                 };
@@ -319,17 +334,61 @@ impl Inner {
     }
 }
 
-/// The source of `script`, one of `scripts`.
-fn source(script: &Script, scripts: &Scripts) -> &'static str {
-    let hash = script.get_hash();
-    if hash == scripts.acquire.get_hash() {
-        scripts::ACQUIRE
-    } else if hash == scripts.release.get_hash() {
-        scripts::RELEASE
-    } else if hash == scripts.renew.get_hash() {
-        scripts::RENEW
-    } else {
-        scripts::REGISTER
+/// A `try_lock` whose answer has not arrived. Dropped with keys left (the caller went away, or the
+/// round trip failed or timed out after Redis may have granted them), it takes back in the
+/// background whatever Redis granted to its request, so that a grant nobody heard of does not keep
+/// the key from everyone for a TTL.
+struct Pending {
+    inner: Weak<Inner>,
+    keys: Vec<i64>,
+    request: String,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let (Some(inner), Ok(runtime)) =
+            (self.inner.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let keys = std::mem::take(&mut self.keys);
+        let request = std::mem::take(&mut self.request);
+        runtime.spawn(async move { inner.cancel(&keys, &request).await });
+    }
+}
+
+/// A request id no other `try_lock` of any process uses (64 random bits).
+fn request_id() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{:016x}",
+        RandomState::new().hash_one((n, std::process::id()))
+    )
+}
+
+impl Inner {
+    /// Deletes the locks of `keys` that Redis granted to `request`, trying a few times while Redis
+    /// does not answer.
+    async fn cancel(&self, keys: &[i64], request: &str) {
+        let calls: Vec<_> = keys
+            .iter()
+            .map(|&k| (vec![self.keys(k).0], vec![request.to_owned()]))
+            .collect();
+        for _ in 0..3 {
+            match self.eval_many(&self.scripts.cancel, &calls).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not take back an unanswered lock request");
+                    tokio::time::sleep(self.op_timeout).await;
+                }
+            }
+        }
     }
 }
 
@@ -369,8 +428,9 @@ fn store_error(e: RedisError) -> StoreError {
 /// Lease locks, renewed in the background while held.
 ///
 /// # Cancel safety
-/// Dropping a `try_lock` future after Redis granted a lease but before it answered leaves a lock
-/// that nobody renews: it lapses after the TTL, or an `unlock` by the same owner removes it.
+/// A `try_lock` future dropped, failed or timed out after Redis may have granted leases but before
+/// it answered takes them back in the background (a script deletes the keys still holding its
+/// request id), best effort: when that does not reach Redis either, they lapse after the TTL.
 /// `unlock` forgets the leases before it asks Redis, so a release that does not complete lets them
 /// lapse.
 #[async_trait]

@@ -3,8 +3,8 @@
 
 use redis::Script;
 
-/// Takes a free key for `ARGV[1]` (the owner) for `ARGV[2]` milliseconds and answers the lease's
-/// fencing token as a decimal string; nil when the key is held.
+/// Takes a free key for `ARGV[1]` (the owner) for `ARGV[2]` milliseconds, for the request
+/// `ARGV[3]`, and answers the lease's fencing token as a decimal string; nil when the key is held.
 ///
 /// The token is `max(last + 1, server time in µs)`: it rises by one per grant while the fence
 /// counter survives, and when the counter is gone (a restart of a Redis that keeps nothing on disk,
@@ -13,8 +13,9 @@ use redis::Script;
 /// microsecond was made on the key since its counter began. Formatted with `%.0f` because Lua
 /// numbers are doubles and `tostring` would write `1.7e+15`; exact below 2^53 (year 2255).
 ///
-/// The value of the lock key is `<token> <owner>`, so renewal can tell this lease from a later
-/// one of the same owner.
+/// The value of the lock key is `<token> <request> <owner>`: renewal compares all of it, so it can
+/// tell this lease from a later one of the same owner; [`CANCEL`] compares the request, so a grant
+/// whose answer never reached its caller can be taken back.
 pub(crate) const ACQUIRE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
@@ -25,16 +26,31 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local token = string.format('%.0f', math.max(last + 1, now))
 redis.call('SET', KEYS[2], token)
-redis.call('SET', KEYS[1], token .. ' ' .. ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], token .. ' ' .. ARGV[3] .. ' ' .. ARGV[1], 'PX', ARGV[2])
 return token
 ";
 
-/// Deletes the lock key if its owner (the part after the token) is `ARGV[1]`; answers 1 if it did.
+/// Deletes the lock key if its owner (the part after the token and the request) is `ARGV[1]`;
+/// answers 1 if it did.
 pub(crate) const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local space = string.find(v, ' ', 1, true)
-if space and string.sub(v, space + 1) == ARGV[1] then
+local a = string.find(v, ' ', 1, true)
+local b = a and string.find(v, ' ', a + 1, true)
+if b and string.sub(v, b + 1) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Deletes the lock key if it was granted to the request `ARGV[1]` (the part after the token);
+/// answers 1 if it did. For a `try_lock` that gave up waiting for its answer.
+pub(crate) const CANCEL: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local a = string.find(v, ' ', 1, true)
+local b = a and string.find(v, ' ', a + 1, true)
+if b and string.sub(v, a + 1, b - 1) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -62,6 +78,7 @@ pub(crate) struct Scripts {
     pub(crate) release: Script,
     pub(crate) renew: Script,
     pub(crate) register: Script,
+    pub(crate) cancel: Script,
 }
 
 impl Scripts {
@@ -71,11 +88,18 @@ impl Scripts {
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
             register: Script::new(REGISTER),
+            cancel: Script::new(CANCEL),
         }
     }
 
     /// All of them, for loading after a `NOSCRIPT` (the server restarted and lost its cache).
-    pub(crate) fn all(&self) -> [&Script; 4] {
-        [&self.acquire, &self.release, &self.renew, &self.register]
+    pub(crate) fn all(&self) -> [(&Script, &'static str); 5] {
+        [
+            (&self.acquire, ACQUIRE),
+            (&self.release, RELEASE),
+            (&self.renew, RENEW),
+            (&self.register, REGISTER),
+            (&self.cancel, CANCEL),
+        ]
     }
 }

@@ -22,7 +22,7 @@ async fn lock_tokens_rise() {
 #[tokio::test]
 async fn every_lease_has_a_token_and_the_key_says_who_holds_it() {
     let locks = common::shared_locks("value", Duration::from_secs(10));
-    let lease = locks.try_lock("me", &[42]).await.expect("lock")[0]
+    let lease = locks.try_lock("replica a", &[42]).await.expect("lock")[0]
         .clone()
         .expect("free");
     let token = lease.token.expect("a Redis lease has a token");
@@ -37,7 +37,14 @@ async fn every_lease_has_a_token_and_the_key_says_who_holds_it() {
         .query_async(&mut conn)
         .await
         .expect("get");
-    assert_eq!(value, format!("{token} me"));
+    // `<token> <request> <owner>`: the request id is 16 hex digits, the owner may hold spaces.
+    let fields: Vec<&str> = value.splitn(3, ' ').collect();
+    assert_eq!(fields[0], token.to_string(), "{value}");
+    assert!(
+        fields[1].len() == 16 && fields[1].chars().all(|c| c.is_ascii_hexdigit()),
+        "{value}"
+    );
+    assert_eq!(fields[2], "replica a", "{value}");
     let ttl: i64 = redis::cmd("PTTL")
         .arg(&lock)
         .query_async(&mut conn)
@@ -53,7 +60,9 @@ async fn every_lease_has_a_token_and_the_key_says_who_holds_it() {
         .await
         .expect("get");
     assert_eq!(counter, token);
-    locks.unlock("me", &[42]).await.expect("unlock");
+    locks.unlock("replica", &[42]).await.expect("unlock");
+    assert_eq!(locks.held(), 1, "another owner's unlock leaves it");
+    locks.unlock("replica a", &[42]).await.expect("unlock");
     let exists: i64 = redis::cmd("EXISTS")
         .arg(&lock)
         .query_async(&mut conn)

@@ -1,5 +1,6 @@
 //! Faults: a holder cut off from Redis past its TTL, a Redis killed with `-9` and started again
-//! empty, and a scheduler whose Redis goes away and comes back. Each test has its own throwaway
+//! empty or from its append-only file (`appendfsync always`), and a scheduler whose Redis goes away
+//! and comes back. Each test has its own throwaway
 //! `redis-server` (or a proxy that cuts one client off); none touches the server at 6379.
 
 mod common;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Proxy, Server};
+use common::{Mode, Persistence, Proxy, Server};
 use slotguard::store::{LockStore, StoreError};
 use slotguard::{GuardLevel, Job, JobContext, Scheduler};
 use slotguard_redis::RedisLocks;
@@ -78,6 +79,43 @@ async fn a_holder_cut_off_past_its_ttl_is_told_lost_and_the_next_holder_has_a_hi
     assert!(!lease_b.lost.is_cancelled());
     assert!(a.try_lock("a", &[7]).await.expect("lock")[0].is_none());
     assert_eq!(a.held(), 0);
+}
+
+#[tokio::test]
+async fn a_lock_request_that_gets_no_answer_is_taken_back() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port).await;
+    // A round trip of 2.4 s, past the 2 s a request may take with a 6 s TTL.
+    let ttl = Duration::from_secs(6);
+    let slow = locks(&proxy.url(), ttl);
+    let b = locks(&server.url(), ttl);
+    // Connected first: the request itself, not the connection's set-up, meets the latency.
+    assert!(slow.try_lock("slow", &[8]).await.expect("lock")[0].is_some());
+    slow.unlock("slow", &[8]).await.expect("unlock");
+    proxy.set(Mode::Latency(Duration::from_millis(1_200)));
+    let asked = Instant::now();
+    let answer = slow.try_lock("slow", &[9]).await;
+    assert!(
+        matches!(answer, Err(StoreError::Unavailable(_))),
+        "{answer:?}"
+    );
+    // Redis granted the request 1.2 s after it was sent; left alone that grant would keep the key
+    // until 7.2 s. Taken back, the key is free once the cancel has crossed the proxy.
+    let freed = loop {
+        if b.try_lock("b", &[9]).await.expect("lock")[0].is_some() {
+            break asked.elapsed();
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the unanswered grant still held the key 5 s after it was asked"
+        );
+        sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        freed > Duration::from_millis(1_200),
+        "freed after {freed:?}"
+    );
+    assert_eq!(slow.held(), 0);
 }
 
 #[tokio::test]
@@ -177,4 +215,54 @@ async fn a_scheduler_skips_while_redis_is_gone_and_resumes_when_it_is_back() {
         .map(|t| t.expect("ctx.fencing_token() at the lock level"))
         .collect();
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test]
+async fn with_appendfsync_always_a_kill_9_keeps_the_counter_and_the_held_lease() {
+    let mut server = Server::start_with(Persistence::AofAlways);
+    let a = locks(&server.url(), Duration::from_secs(10));
+    let b = locks(&server.url(), Duration::from_secs(10));
+    let mut tokens = Vec::new();
+    for _ in 0..20 {
+        tokens.push(lock_when_up(&a, "a", 4).await.expect("free"));
+        a.unlock("a", &[4]).await.expect("unlock");
+    }
+    // The last grant is held through the crash.
+    let held = lock_when_up(&a, "a", 4).await.expect("free");
+    tokens.push(held);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+
+    server.kill9();
+    server.restart();
+    // Every acknowledged write was in the append-only file: the counter is the last token.
+    let client = redis::Client::open(server.url()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let counter: Option<i64> = redis::cmd("GET")
+        .arg(a.redis_keys(4).1)
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    assert_eq!(
+        counter,
+        Some(held),
+        "the fence counter came back from the file"
+    );
+    // The lease came back too: nobody else takes the key, and its holder keeps renewing it.
+    assert_eq!(lock_when_up(&b, "b", 4).await, None, "the key is still a's");
+    let until = Instant::now() + Duration::from_secs(5);
+    while a.renew_now().await.is_err() {
+        assert!(
+            Instant::now() < until,
+            "a never reached the restarted server"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.held(), 1, "a's renewal found its lease after the restart");
+
+    a.unlock("a", &[4]).await.expect("unlock");
+    let next = lock_when_up(&b, "b", 4).await.expect("free after a let go");
+    assert!(next > held, "token {next} after the restart, {held} before");
 }

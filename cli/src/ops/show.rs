@@ -14,6 +14,10 @@ use serde_json::{Value, json};
 use slotguard::admin::{BackfillReport, JobStatus, MissedSlot, Triggered};
 use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
 
+mod run;
+
+pub(super) use run::{range_retried, run, waited};
+
 /// The widest a table cell gets, in characters.
 const MAX_CELL: usize = 60;
 
@@ -355,10 +359,11 @@ fn slot_of(run: &RunRecord) -> String {
 /// `slotguard trigger`.
 pub(super) fn triggered(job: &str, t: &Triggered) -> String {
     format!(
-        "triggered: {} slot {} (manual, run {}); a replica running the job starts it within one recovery poll\n",
+        "triggered: {} slot {} (manual, run {}); {}\n",
         cell(job),
         ts(&t.scheduled_at),
-        t.run_id
+        t.run_id,
+        t.outlook()
     )
 }
 

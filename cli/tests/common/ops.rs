@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use slotguard::store::{
-    AdminStore, AuditRecord, Backend, Claim, ClaimRequest, Finish, JobDefinition, Lease,
+    AdminStore, AuditRecord, Backend, Claim, ClaimRequest, DueSpec, Finish, JobDefinition, Lease,
     ReplicaInfo, RunFilter, RunRecord, RunStatus, SlotKey, Trigger,
 };
 use slotguard::{ErrorClass, Overlap};
@@ -207,6 +207,28 @@ impl Fixture {
         let backend = self.backend().clone();
         self.rt
             .block_on(async move { backend.audit_log(None, 1_000).await.expect("audit") })
+    }
+
+    /// Claims the due runs of `job` (manual, retried) as `replica-b` and finishes them with
+    /// `finish`, as a replica running the job would; returns how many.
+    pub(crate) fn run_due(&self, job: &str, finish: &Finish) -> usize {
+        let backend = self.backend().clone();
+        let spec = DueSpec::new(job, 10).with_overlap(Overlap::Allow);
+        self.rt.block_on(async move {
+            let due = backend
+                .claim_due("replica-b", &[spec], 10)
+                .await
+                .expect("claim due");
+            for claim in &due {
+                assert!(
+                    backend
+                        .finish_one("replica-b", &claim.lease, finish)
+                        .await
+                        .expect("finish")
+                );
+            }
+            due.len()
+        })
     }
 
     /// Whether `job` is paused in the store.
@@ -1106,4 +1128,246 @@ pub(crate) fn input_is_checked_before_the_store(fx: &Fixture) {
     }
     let out = run(&["runs", REPORT, "--limit", "1"], &env);
     assert_eq!(table(out.ok()).1.len(), 1);
+}
+
+/// Issue 15, bug 5: `--limit` follows the admin API's one rule (1 to 1,000) on every listing.
+pub(crate) fn limits_follow_the_admin_rule(fx: &Fixture) {
+    fx.seed();
+    for (args, limit) in [
+        (vec!["runs", REPORT], "0"),
+        (vec!["runs", REPORT], "100000"),
+        (vec!["audit"], "0"),
+        (vec!["audit"], "100000"),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--limit", limit]);
+        let message = fx.slotguard(&args).fails(2).to_owned();
+        assert_eq!(
+            message,
+            format!("--limit: {limit} is out of range: expected 1 to 1000"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        table(fx.slotguard(&["runs", REPORT, "--limit", "1000"]).ok())
+            .1
+            .len(),
+        4
+    );
+}
+
+/// Issue 15, bug 10: triggering a paused job says that the run waits for the resume.
+pub(crate) fn trigger_of_a_paused_job_says_it_waits(fx: &Fixture) {
+    fx.seed();
+    let out = fx.slotguard(&["trigger", REPORT, "--reason", "now"]);
+    assert!(out.ok().contains("within one recovery poll"), "{out:#?}");
+    fx.slotguard(&["pause", REPORT, "--reason", "maintenance"])
+        .ok();
+    let out = fx.slotguard(&["trigger", REPORT, "--reason", "now"]);
+    let text = out.ok();
+    assert!(text.contains("the job is paused"), "{text}");
+    assert!(text.contains("runs after it is resumed"), "{text}");
+    assert!(!text.contains("recovery poll"), "{text}");
+}
+
+/// Issue 15, bug 8: the "one run" command of docs/operations.md shows the run at the slot it names,
+/// not the newest run from that slot on.
+pub(crate) fn the_documented_one_run_command_shows_that_run(fx: &Fixture) {
+    fx.seed();
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operations.md"
+    ))
+    .expect("docs/operations.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| one run |"))
+        .expect("a `one run` row");
+    let command = row
+        .rsplit('|')
+        .nth(1)
+        .and_then(|cell| cell.trim().strip_prefix('`'))
+        .and_then(|cell| cell.strip_suffix('`'))
+        .unwrap_or_else(|| panic!("no CLI command in {row}"));
+    // The older of the two failed runs: a listing from it on starts with the newer one.
+    let slot = "2026-03-01T02:00:00Z";
+    let args: Vec<&str> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|word| match word {
+            "JOB" => REPORT,
+            "SLOT" => slot,
+            other => other,
+        })
+        .collect();
+    let out = fx.slotguard(&args);
+    let text = out.ok();
+    assert!(text.contains(slot), "`{command}`:\n{text}");
+    assert!(
+        !text.contains("2026-03-01T04:00:00Z"),
+        "`{command}`:\n{text}"
+    );
+}
+
+/// Issue 15, item 13: `run JOB SLOT` shows one run with its attempts, in a table or as JSON.
+pub(crate) fn run_shows_one_run_with_its_attempts(fx: &Fixture) {
+    fx.seed();
+    let slot = "2026-03-01T02:00:00Z";
+    let out = fx.slotguard(&["run", REPORT, slot]);
+    let text = out.ok();
+    assert!(
+        text.contains("slot:          2026-03-01T02:00:00Z"),
+        "{text}"
+    );
+    assert!(text.contains("status:        failed"), "{text}");
+    assert!(
+        text.contains("wall time:     2026-03-01 11:00:00 Asia/Seoul"),
+        "{text}"
+    );
+    let attempts = text.split("\n\n").nth(1).expect("an attempts table");
+    let attempts = rows(
+        attempts,
+        &[
+            "ATTEMPT", "STATUS", "OWNER", "STARTED", "FINISHED", "MESSAGE",
+        ],
+    );
+    assert_eq!(attempts.len(), 1, "{text}");
+    assert_eq!(attempts[0]["OWNER"], "replica-a");
+    assert_eq!(attempts[0]["MESSAGE"], "boom");
+    let json = fx.slotguard(&["run", REPORT, slot, "--json"]).json();
+    assert_eq!(json.len(), 1);
+    assert_eq!(json[0]["scheduledAt"], slot);
+    assert_eq!(json[0]["attempts"].as_array().map(Vec::len), Some(1));
+    fx.slotguard(&["run", REPORT, "2026-03-01T00:00:00Z"])
+        .fails(3);
+    fx.slotguard(&["run", REPORT, "yesterday"]).fails(2);
+}
+
+/// Issue 15, item 13: `retry --failed --from --to` retries every failed slot of the range, one audit
+/// entry each.
+pub(crate) fn retry_failed_retries_a_range(fx: &Fixture) {
+    fx.seed();
+    let out = fx.slotguard(&[
+        "retry",
+        REPORT,
+        "--failed",
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--reason",
+        "bank API was down",
+    ]);
+    let text = out.ok();
+    assert!(
+        text.contains("retried 2 failed or dead run(s) of report"),
+        "{text}"
+    );
+    for slot in ["2026-03-01T02:00:00Z", "2026-03-01T04:00:00Z"] {
+        assert_eq!(fx.run(slot).status, RunStatus::Pending, "{slot}");
+    }
+    assert_eq!(fx.run("2026-03-01T01:00:00Z").status, RunStatus::Succeeded);
+    assert_eq!(fx.run("2026-03-01T03:00:00Z").status, RunStatus::Running);
+    let audit = fx.audit();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.entry.action == "retry" && a.entry.actor == USER)
+    );
+    // Usage: --failed needs the range, and takes no slot.
+    let no_range = fx.slotguard(&["retry", REPORT, "--failed", "--reason", "r"]);
+    assert_eq!(no_range.code, Some(2), "{no_range:#?}");
+    let both = fx.slotguard(&[
+        "retry",
+        REPORT,
+        "2026-03-01T02:00:00Z",
+        "--failed",
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--reason",
+        "r",
+    ]);
+    assert_eq!(both.code, Some(2), "{both:#?}");
+    assert_eq!(fx.audit().len(), 2);
+}
+
+/// Issue 15, item 13: `trigger --wait` follows the run; the exit code says how it ended: 0
+/// succeeded, 5 ended without success, 6 not finished within `--timeout`.
+pub(crate) fn trigger_wait_follows_the_run(fx: &Fixture) {
+    fx.seed();
+    // Nobody runs it: still pending when the timeout passes.
+    let out = fx.slotguard(&[
+        "trigger",
+        REPORT,
+        "--reason",
+        "r",
+        "--wait",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(out.code, Some(6), "{out:#?}");
+    assert!(out.stdout.contains("still pending after 1 s"), "{out:#?}");
+    assert!(out.elapsed >= Duration::from_secs(1), "{out:#?}");
+    // A replica runs it, with the outcome given.
+    for (finish, code, said) in [
+        (Finish::succeeded(), 0, "succeeded after 1 attempt(s)"),
+        (
+            Finish::failed(ErrorClass::Permanent, "no such account", None),
+            5,
+            "dead after 1 attempt(s): no such account",
+        ),
+    ] {
+        let mut args: Vec<String> = [
+            "trigger",
+            REPORT,
+            "--reason",
+            "r",
+            "--wait",
+            "--timeout",
+            "60",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.extend(fx.store_args());
+        let child = Command::new(env!("CARGO_BIN_EXE_slotguard"))
+            .args(&args)
+            .env("USER", USER)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn slotguard");
+        // Runs whatever is due (the pending run of the timed-out wait above too) until the wait ends.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut child = child;
+        while child.try_wait().expect("slotguard runs").is_none() {
+            assert!(Instant::now() < deadline, "the wait never ended");
+            fx.run_due(REPORT, &finish);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let output = child.wait_with_output().expect("slotguard ends");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.starts_with("triggered: report slot "), "{stdout}");
+        assert!(stdout.contains(said), "{stdout}");
+    }
+    let timeout = fx.slotguard(&[
+        "trigger",
+        REPORT,
+        "--reason",
+        "r",
+        "--wait",
+        "--timeout",
+        "3601",
+    ]);
+    assert!(timeout.fails(2).starts_with("--timeout: "), "{timeout:#?}");
+    let no_wait = fx.slotguard(&["trigger", REPORT, "--reason", "r", "--timeout", "5"]);
+    assert_eq!(no_wait.code, Some(2), "{no_wait:#?}");
 }

@@ -51,11 +51,12 @@
 //! | --- | --- | --- | --- |
 //! | `GET` | `/jobs` | | `{"jobs": [job with nextSlots, lastRun, active and replicas]}` |
 //! | `GET` | `/jobs/{job}/runs` | `?status=&from=&to=&partition=&limit=` | `{"runs": [run with attempts]}` |
-//! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=` | run with attempts |
+//! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=&wait=` | run with attempts |
 //! | `GET` | `/jobs/{job}/missed` | `?from=&to=` (`to` defaults to now) | `{"missed": [slot]}` |
 //! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
+//! | `POST` | `/jobs/{job}/retry-failed` | `{"from", "to", "reason", "actor"?, "partition"?}` | `{"retried": [slot], "changed": [slot]}` |
 //! | `POST` | `/jobs/{job}/cancel` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
-//! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt"}` |
+//! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt", "paused", "message"}` |
 //! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "reason", "actor"?}` | backfill report |
 //! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job |
 //! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job |
@@ -63,8 +64,17 @@
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
 //! An empty query parameter is an absent one, except `partition`: `?partition=` means the
-//! unpartitioned runs, no `partition` at all means every partition. `limit` defaults to 50 and is at
-//! most 1,000. Runs are listed newest slot first; the audit trail newest first.
+//! unpartitioned runs, no `partition` at all means every partition. `limit` is a whole number from 1
+//! to 1,000 ([`MAX_PAGE`](super::MAX_PAGE)), 50 when absent; `limit=0` or `limit=100000` is `400
+//! invalid` with `field: "limit"`, as in the CLI and the Rust API ([`check_page`](super::check_page)),
+//! never capped. Runs are listed newest slot first; the audit trail newest first.
+//!
+//! `wait=N` (seconds, 0 to 3,600, [`MAX_WAIT`](super::MAX_WAIT)) answers once the run is finished
+//! ([`finished`](super::finished): succeeded, failed, dead, skipped, or abandoned with no next
+//! attempt) or `N` seconds have passed, whichever is first, as [`Admin::wait`] does; check `status`.
+//! `retry-failed` retries every `failed` or `dead` run with a slot in `[from, to)` (every partition
+//! unless `partition` is given), one audit entry each, at most
+//! [`MAX_RETRY_RUNS`](super::MAX_RETRY_RUNS); `changed` lists those that changed before their turn.
 //!
 //! `slot` is accepted as another name of `scheduleSlot`. `actor` defaults to `"http"`, and an
 //! [`Actor`] extension replaces it. `dryRun` defaults to `true` and `perSecond` to `1.0`
@@ -110,11 +120,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, JobStatus, MissedSlot,
-    Triggered, shown,
+    Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobStatus,
+    MissedSlot, RangeRetry, Triggered, parse_page, shown,
 };
 use crate::store::{
-    AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus,
+    AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus, SlotKey,
     UnknownRunStatus,
 };
 
@@ -139,6 +149,7 @@ pub fn router(admin: Admin) -> Router {
         .route("/jobs/{job}/runs/{slot}", get(get_run))
         .route("/jobs/{job}/missed", get(missed))
         .route("/jobs/{job}/retry", post(retry))
+        .route("/jobs/{job}/retry-failed", post(retry_failed))
         .route("/jobs/{job}/cancel", post(cancel))
         .route("/jobs/{job}/trigger", post(trigger))
         .route("/jobs/{job}/backfill", post(backfill))
@@ -188,7 +199,7 @@ async fn list_runs(
             .map(|t| instant("from", &t))
             .transpose()?,
         to: present(query.to).map(|t| instant("to", &t)).transpose()?,
-        limit: limit(query.limit)?.unwrap_or(0),
+        limit: limit(query.limit)?,
     };
     let runs = admin.runs(filter).await?;
     Ok(json(
@@ -203,6 +214,7 @@ async fn list_runs(
 #[serde(deny_unknown_fields)]
 struct RunQuery {
     partition: Option<String>,
+    wait: Option<String>,
 }
 
 async fn get_run(
@@ -211,10 +223,41 @@ async fn get_run(
     ApiQuery(query): ApiQuery<RunQuery>,
 ) -> Result<Response, ApiError> {
     let slot = instant("slot", &slot)?;
-    let run = admin
-        .run(&job, slot, query.partition.as_deref().unwrap_or(""))
-        .await?;
+    let partition = query.partition.as_deref().unwrap_or("");
+    let run = match present(query.wait) {
+        None => admin.run(&job, slot, partition).await?,
+        Some(wait) => {
+            admin
+                .wait(&job, slot, partition, seconds("wait", &wait)?)
+                .await?
+        }
+    };
     Ok(json(StatusCode::OK, &RunDto::from(&run)))
+}
+
+/// The body of a retry of every failed run in a range.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RangeRetryBody {
+    from: String,
+    to: String,
+    reason: String,
+    actor: Option<String>,
+    partition: Option<String>,
+}
+
+async fn retry_failed(
+    State(admin): State<Admin>,
+    ApiPath(job): ApiPath<String>,
+    actor: Option<Extension<Actor>>,
+    ApiJson(body): ApiJson<RangeRetryBody>,
+) -> Result<Response, ApiError> {
+    let range = (instant("from", &body.from)?, instant("to", &body.to)?);
+    let by = change_request(actor, body.actor, body.reason);
+    let report = admin
+        .retry_failed(&job, range, body.partition.as_deref(), &by)
+        .await?;
+    Ok(json(StatusCode::OK, &RangeRetryDto::from(&report)))
 }
 
 #[derive(Deserialize)]
@@ -366,9 +409,7 @@ async fn audit(
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Response, ApiError> {
     let job = present(query.job);
-    let records = admin
-        .audit(job.as_deref(), limit(query.limit)?.unwrap_or(50))
-        .await?;
+    let records = admin.audit(job.as_deref(), limit(query.limit)?).await?;
     Ok(json(
         StatusCode::OK,
         &AuditDto {
@@ -425,16 +466,28 @@ fn present(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
-/// A page size; empty is absent.
-fn limit(value: Option<String>) -> Result<Option<usize>, AdminError> {
-    present(value)
-        .map(|text| {
-            text.parse().map_err(|_| AdminError::Invalid {
-                field: "limit",
-                problem: format!("`{}` is not a whole number", shown(&text)),
-            })
-        })
-        .transpose()
+/// A page size by the admin API's rule ([`parse_page`]); empty or absent is [`DEFAULT_PAGE`].
+fn limit(value: Option<String>) -> Result<usize, AdminError> {
+    present(value).map_or(Ok(DEFAULT_PAGE), |text| parse_page(&text))
+}
+
+/// A number of seconds, whole or not, from 0 to [`MAX_WAIT`](super::MAX_WAIT).
+fn seconds(field: &'static str, text: &str) -> Result<std::time::Duration, AdminError> {
+    let value: f64 = text.trim().parse().map_err(|_| AdminError::Invalid {
+        field,
+        problem: format!("`{}` is not a number of seconds", shown(text)),
+    })?;
+    let max = super::MAX_WAIT.as_secs_f64();
+    if !(0.0..=max).contains(&value) {
+        return Err(AdminError::Invalid {
+            field,
+            problem: format!(
+                "{} is out of range: expected 0 to {max} seconds",
+                shown(text)
+            ),
+        });
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
 }
 
 fn missing(field: &'static str) -> ApiError {
@@ -892,6 +945,8 @@ impl From<&MissedSlot> for MissedSlotDto {
 struct TriggeredDto {
     run_id: i64,
     scheduled_at: DateTime<Utc>,
+    paused: bool,
+    message: &'static str,
 }
 
 impl From<&Triggered> for TriggeredDto {
@@ -899,6 +954,8 @@ impl From<&Triggered> for TriggeredDto {
         TriggeredDto {
             run_id: triggered.run_id,
             scheduled_at: triggered.scheduled_at,
+            paused: triggered.paused,
+            message: triggered.outlook(),
         }
     }
 }
@@ -922,6 +979,39 @@ impl From<&BackfillReport> for BackfillDto {
             created: report.created,
             existing: report.existing,
             last_due: report.last_due,
+        }
+    }
+}
+
+/// What a retry of every failed run in a range did.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RangeRetryDto {
+    retried: Vec<SlotKeyDto>,
+    changed: Vec<SlotKeyDto>,
+}
+
+/// One slot of a job.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SlotKeyDto {
+    scheduled_at: DateTime<Utc>,
+    partition: String,
+}
+
+impl From<&RangeRetry> for RangeRetryDto {
+    fn from(report: &RangeRetry) -> Self {
+        let keys = |keys: &[SlotKey]| {
+            keys.iter()
+                .map(|k| SlotKeyDto {
+                    scheduled_at: k.scheduled_at,
+                    partition: k.partition.clone(),
+                })
+                .collect()
+        };
+        RangeRetryDto {
+            retried: keys(&report.retried),
+            changed: keys(&report.changed),
         }
     }
 }

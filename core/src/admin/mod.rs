@@ -19,8 +19,15 @@
 
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
+mod follow;
 #[cfg(feature = "axum")]
 pub mod http;
+mod page;
+mod retry_range;
+
+pub use follow::{MAX_WAIT, check_wait, finished};
+pub use page::{DEFAULT_PAGE, MAX_PAGE, check_page, parse_page};
+pub use retry_range::{MAX_RETRY_RUNS, RangeRetry};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +51,6 @@ pub const MAX_ACTOR_BYTES: usize = 128;
 pub const MAX_SCAN_SLOTS: usize = 100_000;
 /// The most runs one [`Admin::backfill`] creates; a larger range is refused, to be split.
 pub const MAX_BACKFILL_SLOTS: usize = 1_000;
-/// The most runs [`Admin::runs`] returns in one page.
-pub const MAX_PAGE: usize = 1_000;
 /// How many milliseconds [`Admin::trigger`] tries, from now on, for one free of other manual runs.
 const MAX_TRIGGER_TRIES: usize = 1_000;
 /// The slowest backfill accepted, in runs per second: one run every 1,000 s, so that the
@@ -229,6 +234,25 @@ pub struct Triggered {
     /// Its slot: now, to the millisecond, never on a whole second, so it cannot collide with a
     /// scheduled slot.
     pub scheduled_at: DateTime<Utc>,
+    /// Whether the job was paused when the run was created: then the run stays `pending` and no
+    /// replica starts it until the job is resumed.
+    pub paused: bool,
+}
+
+impl Triggered {
+    /// What happens to the run next, in one sentence, as the CLI prints it and the HTTP router
+    /// answers it (`message`).
+    ///
+    /// The store does not know whether a replica running the job is up (a process records nothing
+    /// about itself), so an unpaused job's answer says what happens in either case.
+    pub fn outlook(&self) -> &'static str {
+        if self.paused {
+            "queued; the job is paused, so the run waits (pending) and runs after it is resumed"
+        } else {
+            "queued; a replica running the job starts it within one recovery poll (10 s by default), \
+             or, while none is up, when one starts"
+        }
+    }
 }
 
 /// How a backfill runs.
@@ -397,34 +421,18 @@ impl Admin {
             .ok_or_else(|| AdminError::UnknownJob { job: shown(name) })
     }
 
-    /// Runs matching `filter`, newest slot first; `limit` 0 means 50, at most 1,000.
-    pub async fn runs(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, AdminError> {
+    /// Runs matching `filter`, newest slot first, at most `filter.limit`: 1 to [`MAX_PAGE`]
+    /// ([`check_page`]); `RunFilter::default()` asks for [`DEFAULT_PAGE`].
+    pub async fn runs(&self, filter: RunFilter) -> Result<Vec<RunRecord>, AdminError> {
+        check_page(filter.limit)?;
         if let Some(job) = &filter.job {
             self.job(job).await?;
         }
         if let Some(partition) = &filter.partition {
             partition_key(partition)?;
         }
-        if let (Some(from), Some(to)) = (filter.from, filter.to)
-            && from >= to
-        {
-            return Err(AdminError::Invalid {
-                field: "range",
-                problem: format!(
-                    "`from` ({}) must be before `to` ({})",
-                    rfc3339(&from),
-                    rfc3339(&to)
-                ),
-            });
-        }
-        if filter.limit == 0 {
-            filter.limit = 50;
-        }
-        if filter.limit > MAX_PAGE {
-            return Err(AdminError::Invalid {
-                field: "limit",
-                problem: format!("{} is more than {MAX_PAGE}; page with `to`", filter.limit),
-            });
+        if let (Some(from), Some(to)) = (filter.from, filter.to) {
+            ordered(from, to)?;
         }
         Ok(self.store.runs(&filter).await?)
     }
@@ -604,7 +612,9 @@ impl Admin {
 
     /// Runs the job now, on whichever replica running it polls first: a `manual` slot at the current
     /// millisecond, which cannot collide with a scheduled (whole-second) slot. Concurrent triggers
-    /// each get a run: when the millisecond is taken, the next free one is used.
+    /// each get a run: when the millisecond is taken, the next free one is used. A paused job's run
+    /// waits for the resume ([`Triggered::paused`], [`Triggered::outlook`]); follow it with
+    /// [`Admin::wait`].
     pub async fn trigger(&self, job: &str, by: &ChangeRequest) -> Result<Triggered, AdminError> {
         let audit = by.entry("trigger")?;
         let record = self.job(job).await?;
@@ -623,6 +633,7 @@ impl Admin {
                 return Ok(Triggered {
                     run_id,
                     scheduled_at: at,
+                    paused: record.paused,
                 });
             }
             at += chrono::Duration::milliseconds(1);
@@ -726,16 +737,17 @@ impl Admin {
         self.job(job).await
     }
 
-    /// The audit trail, newest first.
+    /// The audit trail, newest first, at most `limit` records: 1 to [`MAX_PAGE`] ([`check_page`]).
     pub async fn audit(
         &self,
         job: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, AdminError> {
+        check_page(limit)?;
         if let Some(job) = job {
             self.job(job).await?;
         }
-        Ok(self.store.audit_log(job, limit.clamp(1, MAX_PAGE)).await?)
+        Ok(self.store.audit_log(job, limit).await?)
     }
 
     fn request(
@@ -770,6 +782,21 @@ fn runs_jobs(replica: &ReplicaRecord) -> bool {
         .roles
         .iter()
         .any(|role| role.parse::<crate::Role>().is_ok_and(crate::Role::executes))
+}
+
+/// Checks that a range `[from, to)` is not empty.
+fn ordered(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), AdminError> {
+    if from < to {
+        return Ok(());
+    }
+    Err(AdminError::Invalid {
+        field: "range",
+        problem: format!(
+            "`from` ({}) must be before `to` ({})",
+            rfc3339(&from),
+            rfc3339(&to)
+        ),
+    })
 }
 
 /// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).

@@ -9,7 +9,7 @@ use crate::store::{Claim, ClaimRequest, StoreError};
 
 use super::Runtime;
 use super::chain::drop_paused;
-use super::tick::{OUTAGE_RETRY, record_expired, window_closed};
+use super::window::{OUTAGE_RETRY, record_expired, window_closed};
 
 /// Enqueues the slots of one tick; while the store is unavailable, tries again with a growing wait
 /// until each slot's window closes (then it is recorded `skipped`, as a tick's would be).

@@ -93,7 +93,9 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         // Claimed ahead (`claim_ahead`) or spread: the body still starts at the slot's instant.
         tokio::time::sleep(early).await;
     }
-    tracing::info!(event = "job_started", level = %job.level, "job started");
+    // Debug, as is a success: a per-second job would otherwise log two lines a second. Failures,
+    // abandonments and refused outcomes stay at warn; `job_run_started_total` counts starts.
+    tracing::debug!(event = "job_started", level = %job.level, "job started");
     let lag = (run.trigger == Trigger::Schedule).then(|| {
         (rt.clock.now() - run.slot.scheduled_at)
             .to_std()
@@ -187,7 +189,7 @@ fn outcome(ended: BodyEnd, shutting_down: bool) -> RunOutcome {
 fn log_end(outcome: &RunOutcome, elapsed_ms: u64, accepted: bool) {
     match outcome {
         RunOutcome::Succeeded if accepted => {
-            tracing::info!(event = "job_succeeded", elapsed_ms, "job succeeded");
+            tracing::debug!(event = "job_succeeded", elapsed_ms, "job succeeded");
         }
         RunOutcome::Succeeded => {
             tracing::warn!(

@@ -115,7 +115,9 @@ pub struct AttemptRecord {
 }
 
 /// Which runs [`AdminStore::runs`] returns: every field that is set must match. Newest slot first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `RunFilter::default()` is every run, a page of
+/// [`DEFAULT_PAGE`](crate::admin::DEFAULT_PAGE) (50).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunFilter {
     /// Only this job.
     pub job: Option<String>,
@@ -127,7 +129,8 @@ pub struct RunFilter {
     pub from: Option<DateTime<Utc>>,
     /// Only slots before this instant.
     pub to: Option<DateTime<Utc>>,
-    /// At most this many runs (a store may cap it further at 10,000).
+    /// At most this many runs (a store may cap it further at 10,000; 0 is none). The admin API
+    /// accepts 1 to [`MAX_PAGE`](crate::admin::MAX_PAGE) and refuses anything else.
     pub limit: usize,
 }
 

@@ -1,10 +1,12 @@
 //! Helpers for the multi-process tests: replicas as OS processes, real signals, the effects ledger,
 //! and stores to run them on (a SQLite file, a schema of the shared PostgreSQL server, or a throwaway
-//! PostgreSQL cluster a test may restart).
+//! PostgreSQL cluster a test may restart), and throwaway Redis servers.
 
 pub mod dst;
 pub mod invariants;
+pub mod lease;
 pub mod proxy;
+pub mod redis;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -77,6 +79,13 @@ impl Node {
                 }
                 Err(_) => panic!("no `{prefix}` line within {limit:?}; saw {:?}", self.seen),
             }
+        }
+    }
+
+    /// Takes in the lines printed so far without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
         }
     }
 

@@ -1,12 +1,13 @@
 //! The CI subset of the fault-injection harness: `sg-faults --quick --seed 1` as a process, on a
-//! throwaway PostgreSQL cluster of its own. The full set is `sg-faults --scenario all` (see
-//! docs/RELIABILITY.md).
+//! throwaway PostgreSQL cluster of its own (and, for `redisrows` and `redislock`, throwaway
+//! `redis-server`s: Debian's `redis-server`, which `.ci/run` installs). The full set is
+//! `sg-faults --scenario all` (see docs/RELIABILITY.md).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every scenario, at its quick size.
-const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread";
+const QUICK: &str = "race,kill9,sigstop,terminate,restart,overrun,retries,catchup,catchupkill,skew,clockjump,proxy,pool,dst,rolling,busykill,busystop,locksession,tickrestart,spread,redisrows,redislock,redisrestart";
 
 /// Far above the few minutes the subset takes, so that a hung scenario fails instead of hanging CI.
 const LIMIT: Duration = Duration::from_secs(15 * 60);

@@ -1,8 +1,9 @@
-//! `sg-faults`: the fault-injection harness. It starts one throwaway PostgreSQL cluster on loopback,
-//! runs each scenario in a schema of its own with `sg-node` replica processes, injects faults by
-//! process id (`kill -9`, `SIGSTOP`), by SQL (`pg_terminate_backend`), by server restart and through a
-//! TCP fault proxy, and checks the invariants of [`invariants`] over the effects ledger and the runs
-//! table. One result line per scenario; exits 1 when any scenario fails, 2 when it cannot run.
+//! `sg-faults`: the fault-injection harness. It starts one throwaway PostgreSQL cluster on loopback
+//! (and a throwaway `redis-server` for each Redis scenario), runs each scenario in a schema of its
+//! own with `sg-node` replica processes, injects faults by process id (`kill -9`, `SIGSTOP`), by SQL
+//! (`pg_terminate_backend`), by server restart and through a TCP fault proxy, and checks the
+//! invariants of [`invariants`] over the effects ledger and the runs table. One result line per
+//! scenario; exits 1 when any scenario fails, 2 when it cannot run.
 //!
 //! ```text
 //! cargo run -p slotguard-process-tests --bin sg-faults -- --scenario all --seed 1 [--quick]
@@ -37,6 +38,8 @@ mod catchup_kill;
 mod dst;
 #[path = "faults/lock_session.rs"]
 mod lock_session;
+#[path = "faults/redis.rs"]
+mod redis;
 #[path = "faults/rolling.rs"]
 mod rolling;
 #[path = "faults/tick_restart.rs"]
@@ -114,6 +117,18 @@ const SCENARIOS: &[(&str, &str)] = &[
     (
         "spread",
         "no faults: each of 3 replicas runs its share of 5 every-second jobs",
+    ),
+    (
+        "redisrows",
+        "Redis locks in front of the rows: kill -9 / SIGSTOP (past the lease) the busy replica, in turn",
+    ),
+    (
+        "redislock",
+        "Redis alone at level lock: kill -9 / SIGSTOP (past the lease) the busy replica, in turn",
+    ),
+    (
+        "redisrestart",
+        "Redis alone at level lock: the Redis killed with -9 and started again empty, twice or more",
     ),
 ];
 
@@ -253,17 +268,24 @@ impl Sc<'_> {
         format!("{}_{instance}", self.schema)
     }
 
+    /// `sg-node`'s arguments: the scenario's namespace, the store (this scenario's schema unless
+    /// `extra` names one), the instance and the ledger, then `extra`.
     fn args(&self, instance: &str, port: u16, extra: &[String]) -> Vec<String> {
-        let mut v: Vec<String> = vec![
-            "--namespace".into(),
-            self.schema.clone(),
-            "--store".into(),
-            format!("postgres:{}#{}", self.url_via(port, instance), self.schema),
+        let mut v: Vec<String> = vec!["--namespace".into(), self.schema.clone()];
+        if !extra.iter().any(|a| a == "--store") {
+            v.push("--store".into());
+            v.push(format!(
+                "postgres:{}#{}",
+                self.url_via(port, instance),
+                self.schema
+            ));
+        }
+        v.extend([
             "--instance".into(),
             instance.into(),
             "--ledger".into(),
             self.ledger.to_string_lossy().into_owned(),
-        ];
+        ]);
         v.extend(extra.iter().cloned());
         v
     }
@@ -1869,6 +1891,9 @@ fn run_scenario(h: &Harness, name: &str) -> Outcome {
         "locksession" => lock_session::locksession(&mut sc),
         "tickrestart" => tick_restart::tickrestart(&mut sc),
         "spread" => busy::spread(&mut sc),
+        "redisrows" => redis::redisrows(&mut sc),
+        "redislock" => redis::redislock(&mut sc),
+        "redisrestart" => redis::redisrestart(&mut sc),
         other => unreachable!("unknown scenario {other}"),
     }
 }

@@ -1,7 +1,8 @@
 //! A replica process for the multi-process tests, on a real store.
 //!
 //! ```text
-//! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema
+//! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema | none
+//!         [--lock-store redis:redis://127.0.0.1:6379 [--lease-ms 1500]]
 //!         --instance a --ledger /tmp/ledger --jobs 10 --cron "* * * * * *" --work-ms 50
 //!         [--guard slot|lock] [--stale-ms 3000] [--recovery-ms 500] [--grace-ms 5000]
 //!         [--lock-check-ms 500] [--namespace default] [--spread-ms 20]
@@ -22,6 +23,9 @@
 //! (or at the real instant `--start-at-real-ms`, so that replicas started at different times share
 //! one timeline) and advances with real time. It must not read ahead of the real clock. Like any
 //! injected clock it is the truth (`ClockSync::Observe`): the database's clock is months ahead.
+//! `--lock-store redis:URL` takes the jobs' locks from Redis (`slotguard-redis`, key prefix the
+//! `--namespace`, lease TTL `--lease-ms`), in front of the store's slot rows; with `--store none` Redis
+//! is all there is (give `--guard lock`), and the ledger's token is the lease's.
 //! `--spread-ms` is `SchedulerBuilder::load_spread` (the default of a scheduler on the system clock).
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
@@ -130,6 +134,34 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
+/// `builder` with the slot store `--store` names (`none`: no backend, a lock store alone).
+async fn with_store(
+    builder: slotguard::SchedulerBuilder,
+    store: &str,
+    args: &Args,
+) -> Result<slotguard::SchedulerBuilder, Box<dyn std::error::Error>> {
+    Ok(if let Some(path) = store.strip_prefix("sqlite:") {
+        builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
+    } else if let Some(rest) = store.strip_prefix("postgres:") {
+        let (url, schema) = rest.split_once('#').unwrap_or((rest, "slotguard"));
+        let backend = slotguard_postgres::PgBackend::builder(url)
+            .schema(schema)
+            .lock_liveness_interval(args.ms("lock-check-ms", 500))
+            .pool_size(
+                args.get("pool-size")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(5),
+            )
+            .connect()
+            .await?;
+        builder.backend(backend)
+    } else if store == "none" {
+        builder
+    } else {
+        return Err(format!("unknown store {store}").into());
+    })
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args(std::env::args().collect());
@@ -227,24 +259,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(rate) = args.get("catch-up-rate").and_then(|v| v.parse().ok()) {
         builder = builder.catch_up_rate(rate);
     }
-    builder = if let Some(path) = store.strip_prefix("sqlite:") {
-        builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
-    } else if let Some(rest) = store.strip_prefix("postgres:") {
-        let (url, schema) = rest.split_once('#').unwrap_or((rest, "slotguard"));
-        let backend = slotguard_postgres::PgBackend::builder(url)
-            .schema(schema)
-            .lock_liveness_interval(args.ms("lock-check-ms", 500))
-            .pool_size(
-                args.get("pool-size")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(5),
-            )
-            .connect()
-            .await?;
-        builder.backend(backend)
-    } else {
-        return Err(format!("unknown store {store}").into());
-    };
+    builder = with_store(builder, &store, &args).await?;
+    if let Some(spec) = args.get("lock-store") {
+        let url = spec
+            .strip_prefix("redis:")
+            .ok_or_else(|| format!("unknown lock store {spec} (redis:URL)"))?;
+        let locks = slotguard_redis::RedisLocks::new(url)?
+            .lease_ttl(args.ms("lease-ms", 1_500))
+            .prefix(args.get("namespace").unwrap_or("default"));
+        builder = builder.lock_store(locks);
+    }
 
     for (n, name) in names.into_iter().enumerate() {
         let ledger = Arc::clone(&ledger);

@@ -101,7 +101,19 @@ pub(super) fn busy_rounds(
     rounds: usize,
     fault: &mut AtBusy,
 ) -> Busy {
-    let mut nodes = sc.spawn_many(3, &busy_args(960));
+    busy_rounds_on(sc, out, rounds, &busy_args(960), fault)
+}
+
+/// [`busy_rounds`] with the replicas started on `args` (which must run [`BUSY_JOBS`] jobs every
+/// second at `slot`, as [`busy_args`] does).
+pub(super) fn busy_rounds_on(
+    sc: &mut Sc,
+    out: &mut Outcome,
+    rounds: usize,
+    args: &[String],
+    fault: &mut AtBusy,
+) -> Busy {
+    let mut nodes = sc.spawn_many(3, args);
     let pool = sc.pool();
     let from = Utc::now() + chrono_ms(1_000);
     let mut hit = 0;
@@ -158,11 +170,11 @@ pub(super) fn busykill(sc: &mut Sc) -> Outcome {
 }
 
 /// A replica stopped while it ran the bodies of `jobs`.
-struct Freeze {
-    pid: u32,
-    jobs: Vec<String>,
-    stopped: DateTime<Utc>,
-    resumed: DateTime<Utc>,
+pub(super) struct Freeze {
+    pub(super) pid: u32,
+    pub(super) jobs: Vec<String>,
+    pub(super) stopped: DateTime<Utc>,
+    pub(super) resumed: DateTime<Utc>,
 }
 
 pub(super) fn busystop(sc: &mut Sc) -> Outcome {
@@ -173,19 +185,7 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
     );
     let mut freezes = Vec::new();
     let busy = busy_rounds(sc, &mut out, rounds, &mut |sc, _, nodes, i, jobs| {
-        let pid = nodes[i].pid();
-        signal(pid, "STOP");
-        let stopped = Utc::now();
-        sleep(secs(5) + sc.rng.ms(0, 500));
-        signal(pid, "CONT");
-        freezes.push(Freeze {
-            pid,
-            jobs,
-            stopped,
-            resumed: Utc::now(),
-        });
-        // The woken bodies end (fenced), the take-overs finish.
-        sleep(Duration::from_millis(BUSY_STALE_MS));
+        freezes.push(stop_busy(sc, nodes[i].pid(), jobs));
         true
     });
     let gaps = blocked_for(&freezes, &busy.effects);
@@ -208,9 +208,30 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
     out
 }
 
+/// `SIGSTOP`s `pid`, which runs the bodies of `jobs`, for 5-5.5 s (past the stale threshold), lets
+/// it go on, and waits the stale threshold while the woken bodies end (fenced) and the take-overs
+/// finish.
+pub(super) fn stop_busy(sc: &mut Sc, pid: u32, jobs: Vec<String>) -> Freeze {
+    signal(pid, "STOP");
+    let stopped = Utc::now();
+    sleep(secs(5) + sc.rng.ms(0, 500));
+    signal(pid, "CONT");
+    let resumed = Utc::now();
+    sleep(Duration::from_millis(BUSY_STALE_MS));
+    Freeze {
+        pid,
+        jobs,
+        stopped,
+        resumed,
+    }
+}
+
 /// For each job a frozen replica was running: how long after the stop the job's next execution
 /// started (any process, any slot); until the end of the ledger when none did.
-fn blocked_for(freezes: &[Freeze], effects: &[Effect]) -> Vec<(String, chrono::Duration)> {
+pub(super) fn blocked_for(
+    freezes: &[Freeze],
+    effects: &[Effect],
+) -> Vec<(String, chrono::Duration)> {
     let last = effects
         .iter()
         .filter_map(|e| e.at)

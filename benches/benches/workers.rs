@@ -1,0 +1,438 @@
+//! Schedulers and workers on PostgreSQL, as separate OS processes on the shared server.
+//!
+//! ```text
+//! cargo bench -p slotguard-benches --bench workers                 # all three
+//! cargo bench -p slotguard-benches --bench workers -- drain 100000 # one, with its size
+//! ```
+//!
+//! 1. drain: N trivial slots (overlap `allow`) queued with `enqueue_slots`, then drained by 4 worker
+//!    processes with room for 16 bodies each; executions per second from the first start to the
+//!    last finish (the stores' own timestamps), and the enqueue cost per slot.
+//! 2. lag: one scheduler process and 4 workers, 20 jobs every second for 20 s; due instant → body
+//!    start (the attempt's `started_at`, database clock) p50/p99/max.
+//! 3. fanout: one slot of a job with 10,000 partitions, queued by a scheduler process, 4 workers
+//!    × 16: time from the slot until all are claimed and until all have finished.
+//!
+//! Each scenario runs in a fresh schema, dropped afterwards. Override the server with
+//! `SLOTGUARD_TEST_DATABASE_URL`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Timelike, Utc};
+use slotguard::store::{ClaimRequest, SlotKey, SlotStore, Trigger};
+use slotguard::{Job, JobContext, Overlap, Role, Scheduler};
+use slotguard_postgres::PgBackend;
+use slotguard_tests::pg::{TestSchema, database_url};
+use sqlx::{Connection, PgConnection};
+
+const WORKERS: usize = 4;
+const ROOM: usize = 16;
+const LAG_JOBS: usize = 20;
+const LAG_RUN: Duration = Duration::from_secs(20);
+const FANOUT: usize = 10_000;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if args.first().map(String::as_str) == Some("--child") {
+        runtime.block_on(child(&args[1], &args[2]));
+        return;
+    }
+    let only = args.first().cloned();
+    let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    runtime.block_on(async {
+        if only.as_deref().is_none_or(|o| o == "drain") {
+            drain(n).await;
+        }
+        if only.as_deref().is_none_or(|o| o == "lag") {
+            lag().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "fanout") {
+            fanout().await;
+        }
+        if only.as_deref() == Some("calls") {
+            calls(n).await;
+        }
+    });
+}
+
+/// A process of the cluster: `role` on `schema`, until its stdin closes.
+async fn child(role: &str, schema: &str) {
+    let role: Role = role.parse().expect("a role");
+    let backend = PgBackend::builder(&database_url())
+        .schema(schema)
+        .pool_size(6)
+        .connect()
+        .await
+        .expect("connect");
+    let mut builder = Scheduler::builder()
+        .backend(backend)
+        .role(role)
+        .max_concurrent_runs(ROOM)
+        .stale_after(Duration::from_secs(30))
+        .job(Job::new("drain", "0 0 1 1 *", |_| async {}).overlap(Overlap::Allow))
+        .job(
+            Job::new("fanout", "0 0 1 1 *", |_: JobContext| async {})
+                .overlap(Overlap::Allow)
+                .partitions(|| async {
+                    Ok::<_, slotguard::JobError>((0..FANOUT).map(|i| format!("t{i:05}")))
+                }),
+        );
+    for i in 0..LAG_JOBS {
+        builder = builder.job(Job::new(format!("lag_{i:02}"), "* * * * * *", |_| async {}));
+    }
+    let handle = builder
+        .build()
+        .expect("build")
+        .try_start()
+        .await
+        .expect("start");
+    // The parent closes our stdin to stop us.
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = String::new();
+        let _ = std::io::stdin().read_line(&mut sink);
+    })
+    .await;
+    handle.shutdown().await;
+}
+
+fn spawn(role: &str, schema: &str) -> Child {
+    Command::new(std::env::current_exe().expect("exe"))
+        .args(["--child", role, schema])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+fn stop(children: Vec<Child>) {
+    for mut child in children {
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
+}
+
+async fn connect(schema: &TestSchema) -> (PgBackend, PgConnection) {
+    let backend = PgBackend::builder(&database_url())
+        .schema(&schema.name)
+        .connect()
+        .await
+        .expect("connect");
+    let conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    (backend, conn)
+}
+
+fn request(job: &str, at: DateTime<Utc>, partition: String) -> ClaimRequest {
+    ClaimRequest {
+        key: SlotKey {
+            job: job.to_owned(),
+            scheduled_at: at,
+            partition,
+        },
+        trigger: Trigger::Schedule,
+        zone: "UTC".to_owned(),
+        wall: at.naive_utc(),
+        business_date: at.date_naive(),
+        fingerprint: 1,
+        stale_after: Duration::from_secs(30),
+        overlap: Overlap::Allow,
+    }
+}
+
+async fn scalar_f64(conn: &mut PgConnection, sql: String) -> f64 {
+    sqlx::query_scalar::<_, Option<f64>>(sqlx::AssertSqlSafe(sql))
+        .fetch_one(conn)
+        .await
+        .expect("query")
+        .unwrap_or(f64::NAN)
+}
+
+async fn count(conn: &mut PgConnection, schema: &str, filter: &str) -> i64 {
+    let sql = format!("SELECT count(*) FROM \"{schema}\".job_runs WHERE {filter}");
+    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+        .fetch_one(conn)
+        .await
+        .expect("count")
+}
+
+/// Waits until `filter` counts `n` rows, or `limit` passes.
+async fn wait_for(conn: &mut PgConnection, schema: &str, filter: &str, n: i64, limit: Duration) {
+    let started = Instant::now();
+    while count(conn, schema, filter).await < n && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn drain(n: usize) {
+    let schema = TestSchema::with_prefix("sg_bench_drain");
+    let (backend, mut conn) = connect(&schema).await;
+    let base = Utc::now().with_nanosecond(0).expect("second") - chrono::Duration::days(400);
+    let started = Instant::now();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let requests: Vec<ClaimRequest> = chunk
+            .iter()
+            .map(|&i| {
+                request(
+                    "drain",
+                    base + chrono::Duration::seconds(i as i64),
+                    String::new(),
+                )
+            })
+            .collect();
+        backend.enqueue_slots(&requests).await.expect("enqueue");
+    }
+    let enqueue = started.elapsed();
+    let workers = std::env::var("BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(WORKERS);
+    let wall = Instant::now();
+    let children: Vec<Child> = (0..workers)
+        .map(|_| spawn("worker", &schema.name))
+        .collect();
+    wait_for(
+        &mut conn,
+        &schema.name,
+        "status = 'succeeded'",
+        n as i64,
+        Duration::from_secs(900),
+    )
+    .await;
+    let wall = wall.elapsed();
+    stop(children);
+    let span = scalar_f64(
+        &mut conn,
+        format!(
+            "SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM \"{}\".job_runs",
+            schema.name
+        ),
+    )
+    .await;
+    let done = count(&mut conn, &schema.name, "status = 'succeeded'").await;
+    println!(
+        "drain: slotguard: {done} of {n} trivial slots by {workers} workers x {ROOM}: {:.0} executions/s \
+         from spawning the workers to the last success ({:.2} s), {:.0}/s from the first start to the \
+         last finish ({span:.2} s); enqueue {:.1} us/slot in batches of 1,000",
+        done as f64 / wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        done as f64 / span,
+        enqueue.as_secs_f64() * 1e6 / n as f64
+    );
+    backend.close().await;
+    graphile_drain(n, workers).await;
+}
+
+/// graphile-worker's package beside the peers harness (`npm ci` there installs it).
+const GRAPHILE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/graphile");
+
+/// The same drain on graphile-worker (`peers/graphile/drain.js`): `n` trivial jobs, `workers` Node.js
+/// processes with concurrency [`ROOM`], its defaults otherwise; from spawning the workers to an
+/// empty queue. Skipped, with the reason, when Node.js or the package is missing.
+async fn graphile_drain(n: usize, workers: usize) {
+    let dir = std::path::Path::new(GRAPHILE_DIR);
+    if !dir.join("node_modules/graphile-worker").exists() {
+        println!("drain: graphile-worker: skipped (run `npm ci` in benches/peers/graphile)");
+        return;
+    }
+    let schema = TestSchema::with_prefix("sg_bench_gw");
+    let node = |args: &[&str]| {
+        let mut cmd = Command::new("node");
+        cmd.arg("drain.js")
+            .args(args)
+            .current_dir(dir)
+            .env("PEERS_DATABASE_URL", database_url())
+            .env("PEERS_GW_SCHEMA", &schema.name);
+        cmd
+    };
+    let filled = Instant::now();
+    match node(&["fill", &n.to_string()]).status() {
+        Ok(status) if status.success() => {}
+        other => {
+            println!("drain: graphile-worker: skipped (`node drain.js fill` failed: {other:?})");
+            return;
+        }
+    }
+    let filled = filled.elapsed();
+    let mut conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    let left = format!("SELECT count(*) FROM \"{}\"._private_jobs", schema.name);
+    let wall = Instant::now();
+    let children: Vec<Child> = (0..workers)
+        .map(|_| {
+            node(&["work", &ROOM.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("node")
+        })
+        .collect();
+    loop {
+        let remaining: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(left.clone()))
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+        if remaining == 0 || wall.elapsed() > Duration::from_secs(900) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wall = wall.elapsed();
+    stop(children);
+    println!(
+        "drain: graphile-worker 0.17: {n} trivial jobs by {workers} workers x {ROOM}: {:.0} executions/s \
+         from spawning the workers to an empty queue ({:.2} s); addJobs {:.1} us/job in batches of 1,000",
+        n as f64 / wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        filled.as_secs_f64() * 1e6 / n as f64
+    );
+    // graphile-worker's schema is not the library's: drop it with everything in it.
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+        schema.name
+    )))
+    .execute(&mut conn)
+    .await;
+}
+
+async fn lag() {
+    let schema = TestSchema::with_prefix("sg_bench_lag");
+    let (backend, mut conn) = connect(&schema).await;
+    let mut children = vec![spawn("scheduler", &schema.name)];
+    children.extend((0..WORKERS).map(|_| spawn("worker", &schema.name)));
+    tokio::time::sleep(LAG_RUN).await;
+    stop(children);
+    let q = |p: f64| {
+        format!(
+            "SELECT (percentile_cont({p}) WITHIN GROUP (ORDER BY extract(epoch FROM a.started_at - r.scheduled_at)) * 1000)::float8
+             FROM \"{s}\".job_run_attempts a JOIN \"{s}\".job_runs r ON r.id = a.run_id
+             WHERE a.attempt = 1 AND r.job_name LIKE 'lag_%'
+               AND r.scheduled_at > (SELECT min(scheduled_at) + interval '2 seconds' FROM \"{s}\".job_runs)",
+            s = schema.name
+        )
+    };
+    let (p50, p99, max) = (
+        scalar_f64(&mut conn, q(0.5)).await,
+        scalar_f64(&mut conn, q(0.99)).await,
+        scalar_f64(&mut conn, q(1.0)).await,
+    );
+    let runs = count(
+        &mut conn,
+        &schema.name,
+        "job_name LIKE 'lag_%' AND status = 'succeeded'",
+    )
+    .await;
+    println!(
+        "lag: 1 scheduler + {WORKERS} workers, {LAG_JOBS} jobs every second, {runs} runs: due -> body start \
+         p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms (first 2 s left out)"
+    );
+    backend.close().await;
+}
+
+async fn fanout() {
+    let schema = TestSchema::with_prefix("sg_bench_fanout");
+    let (backend, mut conn) = connect(&schema).await;
+    // The fan-out job's slot, 2 s ahead: queued through the store's `enqueue_slots` with one
+    // request per partition, as a scheduler's tick queues it.
+    let slot = Utc::now().with_nanosecond(0).expect("second") + chrono::Duration::seconds(2);
+    let children: Vec<Child> = (0..WORKERS)
+        .map(|_| spawn("worker", &schema.name))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let requests: Vec<ClaimRequest> = (0..FANOUT)
+        .map(|i| request("fanout", slot, format!("t{i:05}")))
+        .collect();
+    // One call for the whole slot, as the scheduler's tick makes it.
+    let enqueue = Instant::now();
+    backend.enqueue_slots(&requests).await.expect("enqueue");
+    let enqueue = enqueue.elapsed();
+    wait_for(
+        &mut conn,
+        &schema.name,
+        "job_name = 'fanout' AND status = 'succeeded'",
+        FANOUT as i64,
+        Duration::from_secs(300),
+    )
+    .await;
+    stop(children);
+    let at = |what: &str| {
+        format!(
+            "SELECT extract(epoch FROM max({what}) - min(scheduled_at))::float8 FROM \"{}\".job_runs WHERE job_name = 'fanout'",
+            schema.name
+        )
+    };
+    let claimed = scalar_f64(&mut conn, at("started_at")).await;
+    let finished = scalar_f64(&mut conn, at("finished_at")).await;
+    println!(
+        "fanout: {FANOUT} partitions of one slot, {WORKERS} workers x {ROOM}: all claimed {claimed:.2} s and all \
+         finished {finished:.2} s after the slot (enqueued in {:.0} ms, one call)",
+        enqueue.as_secs_f64() * 1000.0
+    );
+    backend.close().await;
+}
+
+/// The store calls a worker makes per round, timed one by one over a queue of `n` slots.
+async fn calls(n: usize) {
+    use slotguard::store::{DueSpec, Finish};
+    let schema = TestSchema::with_prefix("sg_bench_calls");
+    let (backend, _conn) = connect(&schema).await;
+    let base = Utc::now().with_nanosecond(0).expect("second") - chrono::Duration::days(400);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let requests: Vec<ClaimRequest> = chunk
+            .iter()
+            .map(|&i| {
+                request(
+                    "drain",
+                    base + chrono::Duration::seconds(i as i64),
+                    String::new(),
+                )
+            })
+            .collect();
+        backend.enqueue_slots(&requests).await.expect("enqueue");
+    }
+    let specs = [DueSpec::new("drain", 3).with_overlap(Overlap::Allow)];
+    let (mut due_jobs, mut claim, mut finish, mut next) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..50 {
+        let t = Instant::now();
+        backend.due_jobs(&specs).await.expect("due jobs");
+        due_jobs.push(t.elapsed());
+        let t = Instant::now();
+        let claimed = backend.claim_due("w", &specs, ROOM).await.expect("claim");
+        claim.push(t.elapsed());
+        let done: Vec<_> = claimed
+            .iter()
+            .map(|c| (c.lease, Finish::succeeded()))
+            .collect();
+        let t = Instant::now();
+        backend.finish("w", &done).await.expect("finish");
+        finish.push(t.elapsed());
+        let t = Instant::now();
+        backend.next_due(&specs).await.expect("next due");
+        next.push(t.elapsed());
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1000.0
+    };
+    println!(
+        "calls over a queue of {n}: due_jobs {:.2} ms, claim_due({ROOM}) {:.2} ms, finish({ROOM}) {:.2} ms, next_due {:.2} ms (medians of 50)",
+        median(&mut due_jobs),
+        median(&mut claim),
+        median(&mut finish),
+        median(&mut next)
+    );
+    backend.close().await;
+    if std::env::var_os("BENCH_KEEP").is_some() {
+        println!("kept schema {}", schema.name);
+        std::mem::forget(schema);
+    }
+}
