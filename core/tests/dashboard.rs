@@ -417,3 +417,35 @@ async fn read_only_shows_no_form_and_refuses_every_change() {
         .unwrap();
     assert_eq!(runs.len(), 2, "nothing was triggered");
 }
+
+#[tokio::test]
+async fn the_failed_runs_of_a_range_are_listed_then_retried() {
+    let backend = setup().await;
+    let admin = Admin::new(backend.clone());
+    let alice = app(&backend, Some("alice"), false);
+    let uri = format!("/ui/jobs/{SETTLEMENT}/retry-failed");
+    let fields = [
+        ("csrf", "test-token-0123456789"),
+        ("reason", "bank is back"),
+        ("from", "2026-03-01T00:00"),
+        ("to", "2026-03-09T00:00"),
+    ];
+    let preview = post(&alice, &uri, &fields, "same-origin").await;
+    assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
+    assert!(
+        preview.body.contains("1 run(s) would be retried"),
+        "{}",
+        preview.body
+    );
+    let run = admin.run(SETTLEMENT, at(SLOT), "").await.unwrap();
+    assert_eq!(run.status.as_str(), "failed", "a preview changes nothing");
+    let mut confirmed = fields.to_vec();
+    confirmed.push(("confirm", "yes"));
+    let done = post(&alice, &uri, &confirmed, "same-origin").await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    let run = admin.run(SETTLEMENT, at(SLOT), "").await.unwrap();
+    assert_eq!(run.status.as_str(), "pending");
+    let audit = admin.audit(Some(SETTLEMENT), 10).await.unwrap();
+    assert_eq!(audit[0].entry.actor, "alice");
+    assert_eq!(audit[0].entry.reason, "bank is back");
+}

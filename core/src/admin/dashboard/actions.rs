@@ -13,6 +13,7 @@ use super::page::{Base, admin_error, csrf_field, error_page, frame, html_respons
 use super::security::operator;
 use crate::admin::http::Actor;
 use crate::admin::{AdminError, BackfillOptions, BackfillReport, ChangeRequest};
+use crate::store::{RunFilter, RunRecord, RunStatus};
 
 /// Every field any change form sends.
 #[derive(Deserialize, Debug, Default)]
@@ -29,6 +30,16 @@ pub(super) struct ChangeForm {
     confirm: Option<String>,
 }
 
+/// The `from` and `to` fields.
+fn range(
+    form: &ChangeForm,
+) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), AdminError> {
+    Ok((
+        instant("from", form.from.as_deref().unwrap_or(""))?,
+        instant("to", form.to.as_deref().unwrap_or(""))?,
+    ))
+}
+
 /// What the operator asked for, read from the form.
 enum Change {
     Retry(chrono::DateTime<chrono::Utc>, String),
@@ -36,12 +47,11 @@ enum Change {
     Trigger,
     Pause,
     Resume,
-    Backfill(
-        chrono::DateTime<chrono::Utc>,
-        chrono::DateTime<chrono::Utc>,
-        f64,
-    ),
+    Backfill(Instant, Instant, f64),
+    RetryFailed(Instant, Instant),
 }
+
+type Instant = chrono::DateTime<chrono::Utc>;
 
 impl Change {
     fn read(action: &str, form: &ChangeForm) -> Result<Change, AdminError> {
@@ -58,9 +68,12 @@ impl Change {
             "trigger" => Change::Trigger,
             "pause" => Change::Pause,
             "resume" => Change::Resume,
+            "retry-failed" => {
+                let (from, to) = range(form)?;
+                Change::RetryFailed(from, to)
+            }
             "backfill" => {
-                let from = instant("from", form.from.as_deref().unwrap_or(""))?;
-                let to = instant("to", form.to.as_deref().unwrap_or(""))?;
+                let (from, to) = range(form)?;
                 let rate = present(form.per_second.as_deref()).unwrap_or("1");
                 let rate = rate.parse::<f64>().map_err(|_| AdminError::Invalid {
                     field: "perSecond",
@@ -87,6 +100,11 @@ impl Change {
             Change::Resume => format!("Resume {job}"),
             Change::Backfill(from, to, rate) => format!(
                 "Backfill {job} from {} to {} at {rate} runs per second",
+                utc(from),
+                utc(to)
+            ),
+            Change::RetryFailed(from, to) => format!(
+                "Retry every failed or dead run of {job} from {} to {}",
                 utc(from),
                 utc(to)
             ),
@@ -143,6 +161,10 @@ async fn apply(ui: &Ui, job: &str, change: &Change, by: &ChangeRequest) -> Resul
             };
             admin.backfill(job, *from, *to, options, by).await.map(drop)
         }
+        Change::RetryFailed(from, to) => admin
+            .retry_failed(job, (*from, *to), None, by)
+            .await
+            .map(drop),
     }
 }
 
@@ -167,6 +189,10 @@ async fn confirm(
                 Err(e) => return admin_error(base, &e),
             }
         }
+        Change::RetryFailed(from, to) => match failed_runs(ui, job, *from, *to).await {
+            Ok(runs) => Some(failed_preview(&runs)),
+            Err(e) => return admin_error(base, &e),
+        },
         _ => None,
     };
     let body = html! {
@@ -217,6 +243,45 @@ fn preview(report: &BackfillReport) -> Markup {
                     }
                     @if report.slots.len() > 100 { li { "… and " (report.slots.len() - 100) " more" } }
                 }
+            }
+        }
+    }
+}
+
+/// The failed and dead runs of `job` in `[from, to)` (at most 1,000 of each), oldest first.
+async fn failed_runs(
+    ui: &Ui,
+    job: &str,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<RunRecord>, AdminError> {
+    let mut runs = Vec::new();
+    for status in [RunStatus::Failed, RunStatus::Dead] {
+        let filter = RunFilter {
+            job: Some(job.to_owned()),
+            status: Some(status),
+            from: Some(from),
+            to: Some(to),
+            limit: crate::admin::MAX_PAGE,
+            ..RunFilter::default()
+        };
+        runs.extend(ui.admin.runs(filter).await?);
+    }
+    runs.sort_by_key(|r| (r.key.scheduled_at, r.key.partition.clone()));
+    Ok(runs)
+}
+
+fn failed_preview(runs: &[RunRecord]) -> Markup {
+    html! {
+        div.preview id="preview" {
+            p { strong { (runs.len()) " run(s) would be retried" } ", each a new attempt of the same slot." }
+            ul.slots {
+                @for run in runs.iter().take(100) {
+                    li { (utc(&run.key.scheduled_at))
+                        @if !run.key.partition.is_empty() { " · " code { (run.key.partition) } }
+                        " · " (run.status.as_str()) }
+                }
+                @if runs.len() > 100 { li { "… and " (runs.len() - 100) " more" } }
             }
         }
     }

@@ -85,3 +85,22 @@ pub(super) fn run_change(
     };
     change_form(base, settings, job, action, button, fields)
 }
+
+/// Retry every failed or dead run of a range: the first submit lists them.
+pub(super) fn retry_failed(base: &Base, settings: &Settings, job: &str) -> Markup {
+    let now = Utc::now();
+    let fields = html! {
+        label { "From (UTC) " input type="datetime-local" step="1" name="from" required
+            value=(local_input(&(now - chrono::Duration::days(1)))); }
+        label { "To (UTC) " input type="datetime-local" step="1" name="to" required
+            value=(local_input(&now)); }
+    };
+    change_form(
+        base,
+        settings,
+        job,
+        "retry-failed",
+        "Retry failed runs…",
+        fields,
+    )
+}

@@ -104,6 +104,7 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
                 (forms::pause_or_resume(base, settings, job, record.paused))
                 (forms::trigger(base, settings, job))
                 (forms::backfill(base, settings, job))
+                (forms::retry_failed(base, settings, job))
             }
         }
         h2 { "Runs" }

@@ -23,7 +23,7 @@
 //!
 //! # Changes
 //!
-//! Every change (retry, cancel, trigger, pause, resume, backfill) is a form with a required reason,
+//! Every change (retry, cancel, trigger, pause, resume, backfill, retry of a range's failed runs) is a form with a required reason,
 //! then a confirmation page (for a backfill: the dry run's preview) with a second button. The forms
 //! carry a CSRF token (random per [`Dashboard`] unless [`Dashboard::csrf_token`] sets one shared by
 //! the replicas behind a load balancer); a `POST` without it, or one the browser marks cross-site

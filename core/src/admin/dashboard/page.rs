@@ -224,6 +224,7 @@ pub(super) fn notice(done: Option<&str>) -> Markup {
         Some("pause") => "Paused: no replica claims its slots until it is resumed.",
         Some("resume") => "Resumed.",
         Some("backfill") => "Backfill created: the runs become due at the rate asked for.",
+        Some("retry-failed") => "Retried: the failed runs of the range are pending again.",
         _ => return PreEscaped(String::new()),
     };
     html! { p.notice role="status" { (text) } }
