@@ -1,23 +1,26 @@
-//! An axum server that embeds the scheduler: its jobs run inside the web application, the admin API is
-//! mounted under `/internal` behind the application's own authentication, and `/metrics` serves the
-//! scheduler's metrics to Prometheus.
+//! An axum server that embeds the scheduler: its jobs run inside the web application, the admin API and
+//! the web dashboard are mounted under `/internal` behind the application's own authentication (HTTP
+//! basic auth here), and `/metrics` serves the scheduler's metrics to Prometheus.
 //!
 //! ```text
 //! cargo run --example axum_server                                   # SQLite file in the temp dir
 //! cargo run --example axum_server -- --addr 127.0.0.1:8080 --db ./slots.db
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example axum_server
+//! OPERATORS='alice:change-me,bob:s3cret' cargo run --example axum_server
 //! ```
 //!
-//! Then, from another terminal:
+//! Then open <http://localhost:3000/internal/dashboard> (user `alice`, password `change-me`), or from
+//! another terminal:
 //!
 //! ```text
 //! curl localhost:3000/health
 //! curl localhost:3000/internal/jobs                                 # 401: no operator
-//! curl -H 'x-operator: alice' localhost:3000/internal/jobs
+//! curl -u alice:change-me localhost:3000/internal/jobs
+//! curl -u alice:change-me localhost:3000/internal/dashboard         # the dashboard's jobs page
 //! curl -X POST localhost:3000/internal/jobs/daily-settlement/trigger \
-//!   -H 'x-operator: alice' -H 'content-type: application/json' -d '{"reason": "try it now"}'
-//! curl -H 'x-operator: alice' localhost:3000/internal/jobs/daily-settlement/runs
-//! curl -H 'x-operator: alice' localhost:3000/internal/audit
+//!   -u alice:change-me -H 'content-type: application/json' -d '{"reason": "try it now"}'
+//! curl -u alice:change-me localhost:3000/internal/jobs/daily-settlement/runs
+//! curl -u alice:change-me localhost:3000/internal/audit
 //! curl localhost:3000/metrics
 //! ```
 //!
@@ -36,8 +39,10 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use base64::Engine;
 use clap::Parser;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use slotguard::admin::dashboard::Dashboard;
 use slotguard::admin::http::{self, Actor};
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
 
@@ -54,6 +59,14 @@ struct Args {
     /// A `postgres://` URL switches the store to PostgreSQL; anything else is ignored.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
+    /// The operators allowed in, as `name:password` pairs separated by commas (HTTP basic auth).
+    #[arg(
+        long,
+        env = "OPERATORS",
+        default_value = "alice:change-me",
+        hide_env_values = true
+    )]
+    operators: String,
 }
 
 #[tokio::main]
@@ -93,13 +106,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let admin = scheduler.admin().ok_or("the scheduler has no store")?;
     let handle = scheduler.try_start().await?;
 
+    let operators = Operators::parse(&args.operators)?;
+    // The JSON API at /internal, the dashboard at /internal/dashboard.
+    let internal = http::router(admin.clone()).nest("/dashboard", Dashboard::new(admin).router());
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(move || metrics(prometheus.clone())))
         .nest(
             "/internal",
             // `layer`, not `route_layer`: unknown paths under /internal need an operator too.
-            http::router(admin).layer(middleware::from_fn(require_operator)),
+            internal.layer(middleware::from_fn_with_state(operators, require_operator)),
         );
 
     // Listen for SIGTERM before announcing the address: a signal sent right after it is not lost.
@@ -161,18 +177,53 @@ async fn settle(ctx: JobContext) -> Result<(), JobError> {
     }
 }
 
-/// A stand-in for real authentication. The admin router authenticates no one: anyone who reaches it
-/// can retry, cancel, trigger, backfill and pause jobs. A real application checks a session, a bearer
-/// token or a client certificate here; this one only requires an `x-operator` header, and records its
-/// value as the actor of every change (the body's `actor` is then ignored).
-async fn require_operator(mut req: Request, next: Next) -> Response {
+/// The operators allowed in: `name:password` pairs.
+#[derive(Clone)]
+struct Operators(std::sync::Arc<Vec<(String, String)>>);
+
+impl Operators {
+    fn parse(list: &str) -> Result<Self, String> {
+        let pairs = list
+            .split(',')
+            .map(|pair| match pair.trim().split_once(':') {
+                Some((name, password)) if !name.is_empty() && !password.is_empty() => {
+                    Ok((name.to_owned(), password.to_owned()))
+                }
+                _ => Err("OPERATORS: expected name:password pairs separated by commas".to_owned()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Operators(std::sync::Arc::new(pairs)))
+    }
+
+    /// The operator an `Authorization: Basic …` header names, if its password is right.
+    fn check(&self, header: &str) -> Option<String> {
+        let encoded = header.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()?;
+        let (name, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+        self.0
+            .iter()
+            .find(|(n, p)| n == name && p == password)
+            .map(|(n, _)| n.clone())
+    }
+}
+
+/// The application's authentication: HTTP basic auth against the `OPERATORS` list. The admin router
+/// and the dashboard authenticate no one: anyone who reaches them can retry, cancel, trigger, backfill
+/// and pause jobs. This layer lets operators in, and records the operator as the actor of every change
+/// (the body's `actor` is then ignored). A real application may check a session, a bearer token or a
+/// client certificate here instead; serve basic auth over TLS only.
+async fn require_operator(
+    axum::extract::State(operators): axum::extract::State<Operators>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let operator = req
         .headers()
-        .get("x-operator")
+        .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(str::to_owned);
+        .and_then(|value| operators.check(value));
     match operator {
         Some(operator) => {
             req.extensions_mut().insert(Actor(operator));
@@ -180,9 +231,13 @@ async fn require_operator(mut req: Request, next: Next) -> Response {
         }
         None => (
             StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"slotguard\", charset=\"UTF-8\"",
+            )],
             axum::Json(serde_json::json!({
                 "error": "unauthorized",
-                "message": "the admin API needs an operator (header x-operator)",
+                "message": "the admin API needs an operator (HTTP basic auth)",
             })),
         )
             .into_response(),

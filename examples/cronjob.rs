@@ -32,6 +32,9 @@ struct Args {
     /// A file the body appends `<slot> <pid>` to (what the tests count).
     #[arg(long)]
     ledger: Option<String>,
+    /// The body fails while the attempt is at most this (a pod whose work fails).
+    #[arg(long, default_value_t = 0)]
+    fail_attempts: u32,
 }
 
 #[tokio::main]
@@ -60,6 +63,7 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         None => SlotSource::from_env()?,
     };
     let (ledger, work) = (args.ledger.clone(), Duration::from_millis(args.work_ms));
+    let fail = args.fail_attempts;
     let job = Job::new("nightly_export", "* * * * *", move |ctx: JobContext| {
         let ledger = ledger.clone();
         async move {
@@ -76,6 +80,9 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 )?;
             }
             tokio::time::sleep(work).await;
+            if ctx.attempt() <= fail {
+                return Err(std::io::Error::other("the export service answered 503"));
+            }
             Ok::<_, std::io::Error>(())
         }
     })

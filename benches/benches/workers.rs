@@ -194,6 +194,7 @@ async fn drain(n: usize) {
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(WORKERS);
+    let wall = Instant::now();
     let children: Vec<Child> = (0..workers)
         .map(|_| spawn("worker", &schema.name))
         .collect();
@@ -205,6 +206,7 @@ async fn drain(n: usize) {
         Duration::from_secs(900),
     )
     .await;
+    let wall = wall.elapsed();
     stop(children);
     let span = scalar_f64(
         &mut conn,
@@ -216,12 +218,89 @@ async fn drain(n: usize) {
     .await;
     let done = count(&mut conn, &schema.name, "status = 'succeeded'").await;
     println!(
-        "drain: {done} of {n} trivial slots by {workers} workers x {ROOM}: {:.0} executions/s \
-         ({span:.2} s from first start to last finish); enqueue {:.1} us/slot in batches of 1,000",
+        "drain: slotguard: {done} of {n} trivial slots by {workers} workers x {ROOM}: {:.0} executions/s \
+         from spawning the workers to the last success ({:.2} s), {:.0}/s from the first start to the \
+         last finish ({span:.2} s); enqueue {:.1} us/slot in batches of 1,000",
+        done as f64 / wall.as_secs_f64(),
+        wall.as_secs_f64(),
         done as f64 / span,
         enqueue.as_secs_f64() * 1e6 / n as f64
     );
     backend.close().await;
+    graphile_drain(n, workers).await;
+}
+
+/// graphile-worker's package beside the peers harness (`npm ci` there installs it).
+const GRAPHILE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/graphile");
+
+/// The same drain on graphile-worker (`peers/graphile/drain.js`): `n` trivial jobs, `workers` Node.js
+/// processes with concurrency [`ROOM`], its defaults otherwise; from spawning the workers to an
+/// empty queue. Skipped, with the reason, when Node.js or the package is missing.
+async fn graphile_drain(n: usize, workers: usize) {
+    let dir = std::path::Path::new(GRAPHILE_DIR);
+    if !dir.join("node_modules/graphile-worker").exists() {
+        println!("drain: graphile-worker: skipped (run `npm ci` in benches/peers/graphile)");
+        return;
+    }
+    let schema = TestSchema::with_prefix("sg_bench_gw");
+    let node = |args: &[&str]| {
+        let mut cmd = Command::new("node");
+        cmd.arg("drain.js")
+            .args(args)
+            .current_dir(dir)
+            .env("PEERS_DATABASE_URL", database_url())
+            .env("PEERS_GW_SCHEMA", &schema.name);
+        cmd
+    };
+    let filled = Instant::now();
+    match node(&["fill", &n.to_string()]).status() {
+        Ok(status) if status.success() => {}
+        other => {
+            println!("drain: graphile-worker: skipped (`node drain.js fill` failed: {other:?})");
+            return;
+        }
+    }
+    let filled = filled.elapsed();
+    let mut conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    let left = format!("SELECT count(*) FROM \"{}\"._private_jobs", schema.name);
+    let wall = Instant::now();
+    let children: Vec<Child> = (0..workers)
+        .map(|_| {
+            node(&["work", &ROOM.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("node")
+        })
+        .collect();
+    loop {
+        let remaining: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(left.clone()))
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+        if remaining == 0 || wall.elapsed() > Duration::from_secs(900) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wall = wall.elapsed();
+    stop(children);
+    println!(
+        "drain: graphile-worker 0.17: {n} trivial jobs by {workers} workers x {ROOM}: {:.0} executions/s \
+         from spawning the workers to an empty queue ({:.2} s); addJobs {:.1} us/job in batches of 1,000",
+        n as f64 / wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        filled.as_secs_f64() * 1e6 / n as f64
+    );
+    // graphile-worker's schema is not the library's: drop it with everything in it.
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+        schema.name
+    )))
+    .execute(&mut conn)
+    .await;
 }
 
 async fn lag() {

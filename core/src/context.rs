@@ -90,6 +90,26 @@ pub enum CheckpointError {
     Store(#[from] StoreError),
 }
 
+/// A run's idempotency key: `job:slot` or `job:slot:partition`, the slot in UTC. Scheduled slots fall
+/// on whole seconds; manual runs carry milliseconds so that their keys cannot equal a scheduled slot's.
+pub(crate) fn idempotency_key(
+    job: &str,
+    scheduled_at: &chrono::DateTime<chrono::Utc>,
+    partition: &str,
+) -> String {
+    let format = if scheduled_at.timestamp_subsec_millis() == 0 {
+        "%Y-%m-%dT%H:%M:%SZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%S%.3fZ"
+    };
+    let mut key = format!("{job}:{}", scheduled_at.format(format));
+    if !partition.is_empty() {
+        key.push(':');
+        key.push_str(partition);
+    }
+    key
+}
+
 impl JobContext {
     pub(crate) fn new(
         job: Arc<str>,
@@ -100,18 +120,7 @@ impl JobContext {
     ) -> Self {
         let (slot, trigger) = (run.slot, run.trigger);
         let partition = (!run.partition.is_empty()).then(|| Arc::clone(&run.partition));
-        // Scheduled slots fall on whole seconds; manual runs carry milliseconds so that their keys
-        // cannot equal a scheduled slot's.
-        let format = if slot.scheduled_at.timestamp_subsec_millis() == 0 {
-            "%Y-%m-%dT%H:%M:%SZ"
-        } else {
-            "%Y-%m-%dT%H:%M:%S%.3fZ"
-        };
-        let mut idempotency_key = format!("{job}:{}", slot.scheduled_at.format(format));
-        if let Some(partition) = &partition {
-            idempotency_key.push(':');
-            idempotency_key.push_str(partition);
-        }
+        let idempotency_key = idempotency_key(&job, &slot.scheduled_at, &run.partition);
         JobContext {
             job,
             slot,

@@ -186,7 +186,8 @@ impl Scheduler {
     /// a second cluster) one runs the body; the others follow the slot's row while it runs and
     /// return [`RunOnce::Suppressed`](crate::RunOnce::Suppressed) naming its owner. A process
     /// started again for a slot whose runner died (a pod retried by `backoffLimit`) claims it again
-    /// as its next attempt once its heartbeat is stale. A slot older than the job's catch-up window
+    /// as its next attempt once its heartbeat is stale; one started again after the body failed
+    /// waits for the run's retry (its backoff, up to 15 minutes) and runs it. A slot older than the job's catch-up window
     /// is refused and recorded `skipped`. [`RunOnce::exit_code`](crate::RunOnce::exit_code) says
     /// what to exit with; `docs/workers.md` has the Kubernetes and systemd set-ups.
     ///
@@ -873,6 +874,9 @@ impl SchedulerBuilder {
                 Duration::ZERO
             },
             role: self.role,
+            run_refill: self
+                .max_runs
+                .map_or(1, |n| u32::try_from(n / 2).unwrap_or(u32::MAX).max(1)),
             run_limit: self
                 .max_runs
                 .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),

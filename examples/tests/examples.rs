@@ -233,7 +233,10 @@ fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// The actix example's stand-in authentication.
 const OPERATOR: (&str, &str) = ("x-operator", "alice");
+/// The axum example's basic auth: `alice:change-me`.
+const ALICE: (&str, &str) = ("authorization", "Basic YWxpY2U6Y2hhbmdlLW1l");
 /// The seed article's retry call, for a slot that has no run.
 const SEED_RETRY: &str =
     r#"{"scheduleSlot": "2026-03-08T17:00:00Z", "reason": "bank API was down"}"#;
@@ -249,7 +252,13 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
     // The admin API needs an operator, on every path under /internal.
     assert_eq!(server.get("/internal/jobs", &[]).status, 401);
     assert_eq!(server.get("/internal/no-such-route", &[]).status, 401);
-    let jobs = server.get("/internal/jobs", &[OPERATOR]);
+    let wrong = server.get(
+        "/internal/jobs",
+        &[("authorization", "Basic YWxpY2U6d3Jvbmc=")],
+    );
+    assert_eq!(wrong.status, 401, "alice:wrong");
+    assert_eq!(server.get("/internal/dashboard", &[]).status, 401);
+    let jobs = server.get("/internal/jobs", &[ALICE]);
     assert_eq!(jobs.status, 200, "{}", jobs.body);
     let jobs = jobs.json();
     let names: Vec<&str> = jobs["jobs"]
@@ -264,7 +273,7 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
     // The seed's retry call, for a slot that never ran: a JSON 404 that names the job.
     let retry = server.post(
         "/internal/jobs/daily-settlement/retry",
-        &[OPERATOR],
+        &[ALICE],
         SEED_RETRY,
     );
     assert_eq!(retry.status, 404, "{}", retry.body);
@@ -273,12 +282,12 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
     // A manual run: audited under the operator the middleware authenticated, and run within seconds.
     let triggered = server.post(
         "/internal/jobs/daily-settlement/trigger",
-        &[OPERATOR],
+        &[ALICE],
         r#"{"reason": "example test", "actor": "mallory"}"#,
     );
     assert_eq!(triggered.status, 200, "{}", triggered.body);
     let audit = server
-        .get("/internal/audit?job=daily-settlement", &[OPERATOR])
+        .get("/internal/audit?job=daily-settlement", &[ALICE])
         .json();
     assert_eq!(audit["audit"][0]["action"], "trigger", "{audit}");
     assert_eq!(audit["audit"][0]["actor"], "alice", "{audit}");
@@ -287,11 +296,17 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
         "the manual settlement succeeds",
         || {
             let runs = server
-                .get("/internal/jobs/daily-settlement/runs", &[OPERATOR])
+                .get("/internal/jobs/daily-settlement/runs", &[ALICE])
                 .json();
             runs["runs"][0]["status"] == "succeeded"
         },
     );
+
+    // The dashboard's jobs page, as the README's curl line fetches it.
+    let page = server.get("/internal/dashboard", &[ALICE]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("daily-settlement"), "{}", page.body);
+    assert!(page.body.contains("daily at 02:00"), "{}", page.body);
 
     // The job that fires every second shows up in the scheduler's metrics.
     eventually(Duration::from_secs(15), "metrics of a run", || {

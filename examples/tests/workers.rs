@@ -208,3 +208,30 @@ fn the_workers_example_runs_each_slot_once_on_the_workers() {
         .count();
     assert!(busy >= 2, "the slots spread over the workers: {said}");
 }
+
+#[test]
+fn a_pod_retried_after_its_body_failed_runs_the_next_attempt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = format!("sqlite:{}", dir.path().join("slots.db").display());
+    let ledger = dir.path().join("ledger.txt");
+    let slot = this_minute().to_rfc3339();
+    let first = cronjob(&store, &slot, &ledger, 10)
+        .args(["--fail-attempts", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    assert!(
+        text(&first).contains("failed (attempt 1)"),
+        "{}",
+        text(&first)
+    );
+    // backoffLimit starts the pod again: it waits for the run's retry (about 1 s) and runs it.
+    let second = cronjob(&store, &slot, &ledger, 10).output().expect("run");
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+    assert!(
+        text(&second).contains("succeeded (attempt 2)"),
+        "{}",
+        text(&second)
+    );
+    assert_eq!(lines(&ledger).len(), 2);
+}

@@ -49,6 +49,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
     },
     Migration {
+        version: 7,
+        description: "dashboard indexes",
+        sql: include_str!("../migrations/0007_dashboard_indexes.sql"),
+    },
+    Migration {
         version: 8,
         description: "queue: active runs by slot",
         sql: include_str!("../migrations/0008_queue.sql"),

@@ -711,11 +711,28 @@ audit AS (
 SELECT count(*) FROM job
 ";
 
+/// The columns of the runs of a CTE `page` (as `r`), each joined with its attempts (as `a`).
+macro_rules! runs_with_attempts {
+    () => {
+        r#"SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r.owner,
+       r.fencing_token, r.heartbeat_at, (extract(epoch FROM r.stale_after) * 1000000)::bigint AS stale_after_us,
+       r.next_attempt_at, r.created_at, r.updated_at, r.started_at, r.finished_at, r.error_class,
+       r.error_message, r.zone, r.wall_time, r.business_date, r."trigger", r.schedule_fingerprint,
+       a.attempt AS a_attempt, a.owner AS a_owner, a.fencing_token AS a_token,
+       a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
+       a.message AS a_message
+FROM page r
+LEFT JOIN {schema}.job_run_attempts a ON a.run_id = r.id
+"#
+    };
+}
+
 /// The runs matching a filter, newest slot first, with their attempts: `$1` job, `$2` status, `$3`
 /// partition, `$4` from (inclusive), `$5` to (exclusive), each ignored when NULL; `$6` limit.
 ///
 /// The limit applies to runs (in `page`), not to the joined attempt rows.
-pub(crate) const LIST_RUNS: &str = r#"
+pub(crate) const LIST_RUNS: &str = concat!(
+    r#"
 WITH page AS (
     SELECT *
     FROM {schema}.job_runs
@@ -727,17 +744,29 @@ WITH page AS (
     ORDER BY scheduled_at DESC, id DESC
     LIMIT $6
 )
-SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r.owner,
-       r.fencing_token, r.heartbeat_at, (extract(epoch FROM r.stale_after) * 1000000)::bigint AS stale_after_us,
-       r.next_attempt_at, r.created_at, r.updated_at, r.started_at, r.finished_at, r.error_class,
-       r.error_message, r.zone, r.wall_time, r.business_date, r."trigger", r.schedule_fingerprint,
-       a.attempt AS a_attempt, a.owner AS a_owner, a.fencing_token AS a_token,
-       a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
-       a.message AS a_message
-FROM page r
-LEFT JOIN {schema}.job_run_attempts a ON a.run_id = r.id
-ORDER BY r.scheduled_at DESC, r.id DESC, a.attempt
-"#;
+"#,
+    runs_with_attempts!(),
+    "ORDER BY r.scheduled_at DESC, r.id DESC, a.attempt\n"
+);
+
+/// The newest run (by slot) of each job in `$1`, with its attempts: one index probe per job.
+pub(crate) const LATEST_RUNS: &str = concat!(
+    r#"
+WITH page AS (
+    SELECT newest.*
+    FROM unnest($1::text[]) AS j(job_name)
+    CROSS JOIN LATERAL (
+        SELECT *
+        FROM {schema}.job_runs x
+        WHERE x.job_name = j.job_name
+        ORDER BY x.scheduled_at DESC, x.id DESC
+        LIMIT 1
+    ) AS newest
+)
+"#,
+    runs_with_attempts!(),
+    "ORDER BY r.id, a.attempt\n"
+);
 
 /// The distinct slot instants of job `$1` in `[$2, $3)`, ascending.
 pub(crate) const SLOT_TIMES: &str = "
@@ -916,6 +945,7 @@ pub(crate) struct Statements {
     pub(crate) jobs: Arc<str>,
     pub(crate) set_paused: Arc<str>,
     pub(crate) list_runs: Arc<str>,
+    pub(crate) latest_runs: Arc<str>,
     pub(crate) slot_times: Arc<str>,
     pub(crate) latest_slots: Arc<str>,
     pub(crate) retry: Arc<str>,
@@ -955,6 +985,7 @@ impl Statements {
             jobs: s(JOBS),
             set_paused: s(SET_PAUSED),
             list_runs: s(LIST_RUNS),
+            latest_runs: s(LATEST_RUNS),
             slot_times: s(SLOT_TIMES),
             latest_slots: s(LATEST_SLOTS),
             retry: s(RETRY),

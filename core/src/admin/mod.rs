@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 mod follow;
 #[cfg(feature = "axum")]
 pub mod http;
@@ -379,17 +381,11 @@ impl Admin {
             .filter(|r| r.alive)
             .collect();
         let now = self.clock.now();
+        let names: Vec<String> = records.iter().map(|r| r.definition.name.clone()).collect();
+        // One read for every job's newest run (one statement on PostgreSQL), not one per job.
+        let latest = self.store.latest_runs(&names).await?;
         let mut out = Vec::with_capacity(records.len());
-        for record in records {
-            let last_run = self
-                .store
-                .runs(&RunFilter {
-                    job: Some(record.definition.name.clone()),
-                    limit: 1,
-                    ..RunFilter::default()
-                })
-                .await?
-                .pop();
+        for (record, last_run) in records.into_iter().zip(latest) {
             let next_slots = schedule_of(&record)
                 .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
                 .unwrap_or_default();
@@ -497,6 +493,17 @@ impl Admin {
         to: DateTime<Utc>,
     ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
         let record = self.job(job).await?;
+        self.scan_record(&record, from, to).await
+    }
+
+    /// [`scan`](Self::scan) of a job already read.
+    async fn scan_record(
+        &self,
+        record: &JobRecord,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
+        let job = record.definition.name.as_str();
         let to = to.min(self.clock.now());
         if from >= to {
             return Err(AdminError::Invalid {
@@ -508,7 +515,7 @@ impl Admin {
                 ),
             });
         }
-        let schedule = schedule_of(&record).ok_or_else(|| AdminError::Invalid {
+        let schedule = schedule_of(record).ok_or_else(|| AdminError::Invalid {
             field: "job",
             problem: format!(
                 "the stored schedule of `{}` cannot be read by this version",

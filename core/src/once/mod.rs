@@ -23,6 +23,10 @@ use crate::store::{Backend, RunFilter, RunStatus, SlotKey};
 /// How often a process that found its slot running elsewhere looks at the row again.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
+/// The longest a process waits for the next attempt of its slot's run; a later retry is left to a
+/// later start (or a worker).
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(15 * 60);
+
 /// Runs `job`'s slot `slot` once (see [`Scheduler::run_once`](crate::Scheduler::run_once)).
 pub(crate) async fn run(
     rt: &Arc<Runtime>,
@@ -68,13 +72,43 @@ pub(crate) async fn run(
             *looks = 1;
         }
         let row = row(backend, entry, slot).await?;
-        match row.as_ref().map(|r| r.status) {
-            Some(RunStatus::Running) | None if tokio::time::Instant::now() < follow_until => {
+        match row.as_ref().map(|r| (r.status, r.next_attempt_at)) {
+            Some((RunStatus::Running, _)) | None if tokio::time::Instant::now() < follow_until => {
                 tokio::time::sleep(FOLLOW_EVERY).await;
+            }
+            Some((RunStatus::Pending | RunStatus::Abandoned, Some(at))) if !entry.is_paused() => {
+                if let Some(done) = retry(rt, entry, at).await? {
+                    return Ok(done);
+                }
+                return Ok(suppressed(entry, row));
             }
             _ => return Ok(suppressed(entry, row)),
         }
     }
+}
+
+/// The slot's run waits for its next attempt at `at` (an earlier process's attempt failed, or was
+/// handed over): this process waits for it, up to [`MAX_RETRY_WAIT`], and claims it through the
+/// chain like any due work of the job. `None` when it was not this process's to run.
+async fn retry(
+    rt: &Arc<Runtime>,
+    job: &Arc<JobEntry>,
+    at: DateTime<Utc>,
+) -> Result<Option<RunOnce>, RunOnceError> {
+    let wait = (at - rt.clock.now()).to_std().unwrap_or_default();
+    if wait > MAX_RETRY_WAIT {
+        return Ok(None);
+    }
+    tokio::time::sleep(wait).await;
+    let deadline = tokio::time::Instant::now() + FOLLOW_EVERY * 4;
+    while tokio::time::Instant::now() < deadline {
+        let admission = chain::admit(rt, vec![Candidate::due(job, 1)]).await;
+        if let Some(done) = ran(rt, admission).await? {
+            return Ok(Some(done));
+        }
+        tokio::time::sleep(FOLLOW_EVERY / 5).await;
+    }
+    Ok(None)
 }
 
 /// The run this process was admitted to, to its end; `None` when the chain admitted nothing.

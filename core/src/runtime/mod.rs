@@ -66,6 +66,9 @@ pub(crate) struct Runtime {
     pub(crate) role: crate::Role,
     /// Room for runs claimed from the store ([`SchedulerBuilder::max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)).
     pub(crate) run_limit: Option<Arc<tokio::sync::Semaphore>>,
+    /// How much room a full worker waits for before it claims again: half its limit, so that a
+    /// queue of short runs is claimed in batches rather than one run per round trip.
+    pub(crate) run_refill: u32,
 }
 
 impl Runtime {

@@ -52,13 +52,8 @@ pub(crate) async fn due_round(
     if jobs.is_empty() {
         return 0;
     }
-    let specs: Vec<_> = jobs.iter().map(|j| j.due_spec()).collect();
-    let due = match slots.store.due_jobs(&specs).await {
-        Ok(due) => due,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not look for due work; will look again next round");
-            return 0;
-        }
+    let Some(due) = which_due(rt, slots, &jobs).await else {
+        return 0;
     };
     let mut batch = Vec::new();
     for job in jobs {
@@ -71,8 +66,16 @@ pub(crate) async fn due_round(
     if batch.is_empty() {
         return 0;
     }
-    let admission = chain::admit(rt, batch).await;
+    let admission = chain::admit(rt, batch.clone()).await;
     let started = admission.runs.len();
+    for candidate in batch.iter().filter(|c| asks_directly(rt, &c.job)) {
+        // A run of the job going on here may have work waiting behind it (a buffered slot): its
+        // end looks again.
+        let job = &candidate.job;
+        let got = admission.runs.iter().any(|a| Arc::ptr_eq(&a.job, job));
+        let busy = job.bodies.load(Ordering::Acquire) > 0;
+        job.backlog.store(got || busy, Ordering::Release);
+    }
     for admitted in admission.runs {
         tracing::info!(
             event = "job_recovered",
@@ -96,6 +99,44 @@ pub(crate) async fn due_round(
         });
     }
     started
+}
+
+/// The names of `jobs` that may have due work; `None` when the store could not be asked. Jobs
+/// whose chain takes nothing before the claim are claimed directly; the others are asked about
+/// first (one read), so that their flag and lock are taken only when work waits.
+async fn which_due(
+    rt: &Runtime,
+    slots: &crate::guard::slot::SlotGuard,
+    jobs: &[&Arc<JobEntry>],
+) -> Option<Vec<String>> {
+    let asked: Vec<_> = jobs
+        .iter()
+        .filter(|j| !asks_directly(rt, j))
+        .map(|j| j.due_spec())
+        .collect();
+    let mut due: Vec<String> = jobs
+        .iter()
+        .filter(|j| asks_directly(rt, j))
+        .map(|j| j.name.to_string())
+        .collect();
+    if !asked.is_empty() {
+        match slots.store.due_jobs(&asked).await {
+            Ok(found) => due.extend(found),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for due work; will look again next round");
+                return None;
+            }
+        }
+    }
+    Some(due)
+}
+
+/// Whether a worker claims `job`'s due work without first asking whether there is any: its chain
+/// takes no flag and no lock (the store's overlap policy decides), so claiming is as cheap as
+/// asking. The job then counts as having a backlog while a claim finds some or a run of it goes on
+/// here, so the end of a run looks again.
+fn asks_directly(rt: &Runtime, job: &JobEntry) -> bool {
+    rt.role == crate::Role::Worker && job.overlap_by_store()
 }
 
 /// Whether this replica may claim the job's due work now: not paused, and not running here with

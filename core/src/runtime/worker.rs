@@ -41,6 +41,16 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
             return;
         }
         let claimed = drain(&rt).await;
+        if let Some(limit) = &rt.run_limit
+            && limit.available_permits() < rt.run_refill as usize
+        {
+            // Busy: claim again once half the room is free, not one run at a time.
+            tokio::select! {
+                () = rt.stop.cancelled() => return,
+                _ = limit.acquire_many(rt.run_refill) => {}
+            }
+            continue;
+        }
         let wake = match next_due(&rt).await {
             Some(at) => at.min(next_poll),
             None => next_poll,
@@ -50,16 +60,11 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
         } else {
             wake
         };
-        let full = rt
-            .run_limit
-            .as_ref()
-            .is_some_and(|l| l.available_permits() == 0);
         tokio::select! {
             () = rt.stop.cancelled() => return,
             () = tokio::time::sleep_until(wake) => {}
             () = changed(&mut signal) => {}
             () = rt.due_wake.notified() => {}
-            () = freed(&rt), if full => {}
         }
         if Instant::now() >= next_poll {
             next_poll = Instant::now() + poll;
@@ -119,16 +124,6 @@ async fn changed(signal: &mut Option<tokio::sync::watch::Receiver<u64>>) {
                 *signal = None;
                 std::future::pending::<()>().await;
             }
-        }
-        None => std::future::pending::<()>().await,
-    }
-}
-
-/// Completes when a run of this process ended and freed room under its limit.
-async fn freed(rt: &Runtime) {
-    match &rt.run_limit {
-        Some(limit) => {
-            let _ = limit.acquire().await;
         }
         None => std::future::pending::<()>().await,
     }

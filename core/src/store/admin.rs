@@ -221,6 +221,22 @@ pub trait AdminStore: Send + Sync + 'static {
         to: DateTime<Utc>,
     ) -> Result<Vec<DateTime<Utc>>, StoreError>;
 
+    /// For each job, in order, its newest run (by slot, with its attempts), or `None` for a job with
+    /// no run. The default asks [`runs`](Self::runs) once per job; a store that can answer in one
+    /// statement should.
+    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let filter = RunFilter {
+                job: Some(job.clone()),
+                limit: 1,
+                ..RunFilter::default()
+            };
+            out.push(self.runs(&filter).await?.pop());
+        }
+        Ok(out)
+    }
+
     /// For each job, the latest slot instant among its `schedule`, `catch_up` and `backfill` rows:
     /// the watermark catch-up starts from. `None` for a job with no such row.
     async fn latest_slots(&self, jobs: &[String])

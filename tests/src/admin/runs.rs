@@ -559,3 +559,33 @@ async fn partitions_and_catch_up(backend: &dyn Backend) {
     );
     assert!(backend.latest_slots(&[]).await.expect("latest").is_empty());
 }
+
+/// Each job's newest run (by slot) comes back in the order the jobs were asked for, with its
+/// attempts, as the listing of that job with a page of one has it; a job without runs is `None`.
+pub async fn the_newest_run_of_each_job_is_read_at_once(backend: &dyn Backend) {
+    let _ = finished(
+        backend,
+        "worker",
+        &request("report", "2026-01-01T00:00:00Z", STALE),
+        &Finish::succeeded(),
+    )
+    .await;
+    let newest = super::failed_run(backend, "report", "2026-01-01T02:00:00Z").await;
+    let other = request("other", "2026-01-01T01:00:00Z", STALE);
+    let _ = super::claim_one(backend, "worker", &other).await;
+    let jobs = ["nobody", "report", "other"].map(String::from);
+    let latest = backend.latest_runs(&jobs).await.expect("latest runs");
+    assert_eq!(latest.len(), 3);
+    assert!(latest[0].is_none(), "a job without runs: {:?}", latest[0]);
+    let report = latest[1].as_ref().expect("report's newest run");
+    assert_eq!(report.key, newest);
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(report.attempts.len(), 1);
+    let mut one = filter(1);
+    one.job = Some("report".to_owned());
+    assert_eq!(Some(report), list(backend, &one).await.first());
+    let other_run = latest[2].as_ref().expect("other's newest run");
+    assert_eq!(other_run.key, other.key);
+    assert_eq!(other_run.status, RunStatus::Running);
+    assert!(backend.latest_runs(&[]).await.expect("none").is_empty());
+}

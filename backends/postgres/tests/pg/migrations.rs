@@ -34,6 +34,8 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (4, "jobs and audit trail".to_owned()),
         (5, "checkpoints".to_owned()),
         (6, "replica registry and retention indexes".to_owned()),
+        (7, "dashboard indexes".to_owned()),
+        (8, "queue: active runs by slot".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 
