@@ -77,7 +77,7 @@ impl PgBackend {
         let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
         let at: Option<DateTime<Utc>> = sqlx::query_scalar(sql(&self.inner.statements.next_due))
             .bind(&jobs)
-            .fetch_one(&self.inner.pool)
+            .fetch_optional(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
         Ok(at)

@@ -336,19 +336,21 @@ running AS (
       AND o.heartbeat_at + o.stale_after >= now()
     GROUP BY o.job_name
 ),
+stale_or_abandoned AS MATERIALIZED (
+    SELECT a.id FROM {schema}.job_runs a
+    WHERE a.status = 'abandoned' AND a.next_attempt_at <= now()
+      AND a.job_name IN (SELECT job_name FROM spec)
+    UNION ALL
+    SELECT r.id FROM {schema}.job_runs r
+    WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < now()
+      AND r.job_name IN (SELECT job_name FROM spec)
+),
 exhausted AS (
     SELECT j.id, s.max_attempts
-    FROM {schema}.job_runs j
+    FROM stale_or_abandoned c
+    JOIN {schema}.job_runs j ON j.id = c.id
     JOIN spec s ON s.job_name = j.job_name
-    WHERE j.id IN (
-            SELECT a.id FROM {schema}.job_runs a
-            WHERE a.status = 'abandoned' AND a.next_attempt_at <= now()
-              AND a.job_name IN (SELECT job_name FROM spec)
-            UNION ALL
-            SELECT r.id FROM {schema}.job_runs r
-            WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < now()
-              AND r.job_name IN (SELECT job_name FROM spec))
-      AND j.attempt >= s.max_attempts
+    WHERE j.attempt >= s.max_attempts
       AND ((j.status = 'abandoned' AND j.next_attempt_at <= now())
            OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
     ORDER BY j.scheduled_at, j.job_name, j.partition_key
@@ -361,10 +363,18 @@ eligible AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT j.id, j.job_name, j.partition_key, j.scheduled_at,
                s.overlap <> 'allow' AS exclusive
-        FROM {schema}.job_runs j
-        WHERE j.job_name = s.job_name
-          AND j.status IN ('pending', 'abandoned', 'running')
-          AND "#,
+        FROM (
+            -- The head of the job's active runs, in slot order, through job_runs_active_idx
+            -- (a plain predicate, so that the planner walks the index instead of collecting every
+            -- active row for the conditions below).
+            SELECT a.*
+            FROM {schema}.job_runs a
+            WHERE a.job_name = s.job_name
+              AND a.status IN ('pending', 'abandoned', 'running')
+            ORDER BY a.scheduled_at
+            LIMIT ($4 * 4 + 64) * 4
+        ) j
+        WHERE "#,
     due_condition!(),
     r#"
           AND (s.overlap = 'allow' OR NOT EXISTS (
@@ -468,26 +478,37 @@ ORDER BY scheduled_at, job_name, partition_key
 /// The earliest `next_attempt_at` after `now()` of a `pending` run of the jobs `$1`: when a worker
 /// has something to claim next. Reads only.
 pub(crate) const NEXT_DUE: &str = r#"
-SELECT min(j.next_attempt_at)
+SELECT j.next_attempt_at
 FROM {schema}.job_runs j
-WHERE j.job_name = ANY($1::text[])
-  AND j.status = 'pending'
+WHERE j.status = 'pending'
   AND j.next_attempt_at > now()
+  AND j.job_name = ANY($1::text[])
+ORDER BY j.next_attempt_at
+LIMIT 1
 "#;
 
 /// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
-/// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only.
+/// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only. One
+/// look per job (`LATERAL … LIMIT 1` through `job_runs_active_idx`): with many jobs the planner would
+/// otherwise scan every active row of all of them once per call.
 pub(crate) const DUE_JOBS: &str = r#"
 SELECT DISTINCT s.job_name
 FROM unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
-WHERE EXISTS (
+CROSS JOIN LATERAL (
     SELECT 1
-    FROM {schema}.job_runs j
-    WHERE j.job_name = s.job_name
-      AND j.status IN ('pending', 'abandoned', 'running')
-      AND ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
+    FROM (
+        SELECT a.*
+        FROM {schema}.job_runs a
+        WHERE a.job_name = s.job_name
+          AND a.status IN ('pending', 'abandoned', 'running')
+        ORDER BY a.scheduled_at
+        LIMIT 512
+    ) j
+    WHERE ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
            OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
-           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now())))
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
+    LIMIT 1
+) AS found
 "#;
 
 /// Ends the sessions that hold the `bigint` advisory locks `$1` for jobs `$2` (same length) when the
