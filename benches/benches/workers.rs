@@ -179,11 +179,9 @@ async fn wait_for(conn: &mut PgConnection, schema: &str, filter: &str, n: i64, l
     }
 }
 
-async fn drain(n: usize) {
-    let schema = TestSchema::with_prefix("sg_bench_drain");
-    let (backend, mut conn) = connect(&schema).await;
+/// Queues `n` slots of `drain`, one a second from 400 days ago, in batches of 1,000.
+async fn queue_past_slots(backend: &PgBackend, n: usize) {
     let base = Utc::now().with_nanosecond(0).expect("second") - chrono::Duration::days(400);
-    let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
         let requests: Vec<ClaimRequest> = chunk
             .iter()
@@ -197,6 +195,13 @@ async fn drain(n: usize) {
             .collect();
         backend.enqueue_slots(&requests).await.expect("enqueue");
     }
+}
+
+async fn drain(n: usize) {
+    let schema = TestSchema::with_prefix("sg_bench_drain");
+    let (backend, mut conn) = connect(&schema).await;
+    let started = Instant::now();
+    queue_past_slots(&backend, n).await;
     let enqueue = started.elapsed();
     // As autovacuum would within a minute of such a load: a claim's plan needs statistics.
     analyze(&mut conn, &format!("\"{}\".job_runs", schema.name)).await;
@@ -395,20 +400,7 @@ async fn calls(n: usize) {
     use slotguard::store::{DueSpec, Finish};
     let schema = TestSchema::with_prefix("sg_bench_calls");
     let (backend, _conn) = connect(&schema).await;
-    let base = Utc::now().with_nanosecond(0).expect("second") - chrono::Duration::days(400);
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
-        let requests: Vec<ClaimRequest> = chunk
-            .iter()
-            .map(|&i| {
-                request(
-                    "drain",
-                    base + chrono::Duration::seconds(i as i64),
-                    String::new(),
-                )
-            })
-            .collect();
-        backend.enqueue_slots(&requests).await.expect("enqueue");
-    }
+    queue_past_slots(&backend, n).await;
     let specs = [DueSpec::new("drain", 3).with_overlap(Overlap::Allow)];
     let (mut due_jobs, mut claim, mut finish, mut next) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
