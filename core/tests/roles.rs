@@ -93,6 +93,18 @@ async fn cluster(
     handles
 }
 
+/// A cluster of `roles` on a fresh memory store running one per-second job with bodies of
+/// `body_secs`, for `secs` seconds of paused time; what the store and the bodies recorded.
+async fn run_for(roles: &[(&str, Role)], body_secs: f64, secs: u64) -> (MemoryBackend, Ledger) {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ledger = Ledger::default();
+    let handles = cluster(&store, clock, &ledger, roles, body_secs).await;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop(handles).await;
+    (store, ledger)
+}
+
 async fn stop(handles: Vec<SchedulerHandle>) {
     for handle in handles {
         handle.shutdown().await;
@@ -110,18 +122,12 @@ fn per_slot(ledger: &Ledger) -> HashMap<DateTime<Utc>, Vec<String>> {
 
 #[tokio::test(start_paused = true)]
 async fn a_scheduler_enqueues_and_workers_run_each_slot_once_at_its_instant() {
-    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let ledger = Ledger::default();
     let roles = [
         ("sched", Role::Scheduler),
         ("w1", Role::Worker),
         ("w2", Role::Worker),
     ];
-    let handles = cluster(&store, clock, &ledger, &roles, 0.3).await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    stop(handles).await;
-
+    let (store, ledger) = run_for(&roles, 0.3, 10).await;
     let by_slot = per_slot(&ledger);
     assert_eq!(by_slot.len(), 10, "{by_slot:?}");
     for (slot, processes) in &by_slot {
@@ -143,17 +149,12 @@ async fn a_scheduler_enqueues_and_workers_run_each_slot_once_at_its_instant() {
 
 #[tokio::test(start_paused = true)]
 async fn two_schedulers_enqueue_each_slot_once() {
-    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let ledger = Ledger::default();
     let roles = [
         ("s1", Role::Scheduler),
         ("s2", Role::Scheduler),
         ("w1", Role::Worker),
     ];
-    let handles = cluster(&store, clock, &ledger, &roles, 0.2).await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    stop(handles).await;
+    let (store, ledger) = run_for(&roles, 0.2, 8).await;
     let by_slot = per_slot(&ledger);
     assert_eq!(by_slot.len(), 8);
     assert!(by_slot.values().all(|p| p.len() == 1), "{by_slot:?}");
@@ -164,17 +165,12 @@ async fn two_schedulers_enqueue_each_slot_once() {
 /// recorded `skipped` at the scheduler, and runs never overlap.
 #[tokio::test(start_paused = true)]
 async fn queued_slots_keep_the_overlap_policy() {
-    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let ledger = Ledger::default();
     let roles = [
         ("sched", Role::Scheduler),
         ("w1", Role::Worker),
         ("w2", Role::Worker),
     ];
-    let handles = cluster(&store, clock, &ledger, &roles, 1.5).await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    stop(handles).await;
+    let (store, ledger) = run_for(&roles, 1.5, 10).await;
     assert_eq!(ledger.overlapping(), 0, "{:#?}", ledger.all());
     let skipped = store
         .runs()
@@ -187,12 +183,7 @@ async fn queued_slots_keep_the_overlap_policy() {
 
 #[tokio::test(start_paused = true)]
 async fn an_admin_process_neither_enqueues_nor_runs() {
-    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let ledger = Ledger::default();
-    let handles = cluster(&store, clock, &ledger, &[("api", Role::Admin)], 0.1).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    stop(handles).await;
+    let (store, ledger) = run_for(&[("api", Role::Admin)], 0.1, 5).await;
     assert!(ledger.all().is_empty());
     assert!(store.runs().is_empty());
 }
