@@ -157,11 +157,8 @@ impl Scheduler {
     /// shutdown waits for its removal.
     fn upkeep(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
         let backend = self.backend.as_ref()?;
-        if let (Some(slots), true) = (&self.runtime.slots, self.runtime.role.executes()) {
-            let heartbeats = Arc::clone(&slots.heartbeats);
-            let (owner, done) = (Arc::clone(&self.runtime.owner), done.clone());
-            let backend = Arc::clone(backend);
-            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        if self.runtime.role.executes() {
+            spawn_heartbeats(&self.runtime, backend, done);
         }
         self.runtime.tracker.spawn(crate::runtime::retention::prune(
             Arc::clone(&self.runtime),
@@ -217,21 +214,11 @@ impl Scheduler {
         };
         let (rt, backend) = (Arc::clone(&self.runtime), self.backend.clone());
         let heartbeat_done = CancellationToken::new();
-        if let (Some(backend), Some(slots)) = (&backend, &rt.slots) {
-            let (heartbeats, backend) = (Arc::clone(&slots.heartbeats), Arc::clone(backend));
-            let (owner, done) = (Arc::clone(&rt.owner), heartbeat_done.clone());
-            tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+        if let Some(backend) = &backend {
+            spawn_heartbeats(&rt, backend, &heartbeat_done);
         }
         let handle = SchedulerHandle::new(Arc::clone(&rt), None, heartbeat_done);
-        if let Some(external) = self.external {
-            let handle = handle.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = external.cancelled() => { handle.shutdown().await; }
-                    () = handle.stopped() => {}
-                }
-            });
-        }
+        shut_down_on(self.external, &handle);
         let done = crate::once::run(&rt, backend.as_ref(), job, slot).await;
         handle.shutdown().await;
         done
@@ -297,15 +284,7 @@ impl Scheduler {
                 _ => self.runtime.tracker.spawn(async {}),
             };
         }
-        if let Some(external) = self.external {
-            let handle = handle.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = external.cancelled() => { handle.shutdown().await; }
-                    () = handle.stopped() => {}
-                }
-            });
-        }
+        shut_down_on(self.external, &handle);
         tracing::info!(
             instance_id = %self.runtime.owner,
             jobs = self.runtime.jobs.len(),
@@ -314,6 +293,27 @@ impl Scheduler {
         );
         handle
     }
+}
+
+/// Keeps the heartbeats of the attempts this process holds, until `done`.
+fn spawn_heartbeats(rt: &Runtime, backend: &Arc<dyn Backend>, done: &CancellationToken) {
+    let Some(slots) = &rt.slots else { return };
+    let heartbeats = Arc::clone(&slots.heartbeats);
+    let (owner, done, backend) = (Arc::clone(&rt.owner), done.clone(), Arc::clone(backend));
+    tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
+}
+
+/// Shuts `handle` down when the application's `external` token is cancelled
+/// ([`SchedulerBuilder::cancellation_token`]).
+fn shut_down_on(external: Option<CancellationToken>, handle: &SchedulerHandle) {
+    let Some(external) = external else { return };
+    let handle = handle.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = external.cancelled() => { handle.shutdown().await; }
+            () = handle.stopped() => {}
+        }
+    });
 }
 
 /// Measures the clock against the store's once, before slots are planned; a failure is logged (the
