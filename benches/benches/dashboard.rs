@@ -59,7 +59,7 @@ async fn bench() {
         JOBS * RUNS_PER_JOB,
         started.elapsed().as_secs_f64()
     );
-    probe(&backend).await;
+    probe(&backend, now).await;
     let app = Router::new()
         .nest("/ui", Dashboard::new(Admin::new(backend.clone())).router())
         .layer(axum::Extension(Actor("bench".into())));
@@ -82,20 +82,29 @@ async fn bench() {
                 (now - chrono::Duration::days(1)).format("%Y-%m-%dT%H:%M")
             ),
         ),
+        (
+            "missed slots (24 h, all missed)",
+            format!(
+                "/ui/missed?from={}&to={}",
+                (now - chrono::Duration::days(5)).format("%Y-%m-%dT%H:%M"),
+                (now - chrono::Duration::days(4)).format("%Y-%m-%dT%H:%M")
+            ),
+        ),
         ("audit", "/ui/audit".to_owned()),
         ("replicas", "/ui/replicas".to_owned()),
     ];
     println!(
-        "| page | median | slowest | within {} ms |",
+        "| page | median | slowest | size | within {} ms |",
         BUDGET.as_millis()
     );
-    println!("| --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- |");
     for (name, uri) in pages {
-        let (median, slowest) = time_page(&app, &uri).await;
+        let (median, slowest, size) = time_page(&app, &uri).await;
         println!(
-            "| {name} | {:.1} ms | {:.1} ms | {} |",
+            "| {name} | {:.1} ms | {:.1} ms | {} kB | {} |",
             median.as_secs_f64() * 1e3,
             slowest.as_secs_f64() * 1e3,
+            size / 1000,
             if slowest < BUDGET { "yes" } else { "no" }
         );
     }
@@ -106,9 +115,11 @@ async fn bench() {
     }
 }
 
-/// The median and slowest time of `ROUNDS` requests for `uri`, after one warm-up.
-async fn time_page(app: &Router, uri: &str) -> (Duration, Duration) {
+/// The median and slowest time of `ROUNDS` requests for `uri`, after one warm-up, and the page's
+/// size in bytes.
+async fn time_page(app: &Router, uri: &str) -> (Duration, Duration, usize) {
     let mut times = Vec::with_capacity(ROUNDS);
+    let mut size = 0;
     for round in 0..=ROUNDS {
         let started = Instant::now();
         let response = app
@@ -133,9 +144,10 @@ async fn time_page(app: &Router, uri: &str) -> (Duration, Duration) {
         if round > 0 {
             times.push(took);
         }
+        size = body.len();
     }
     times.sort();
-    (times[times.len() / 2], times[times.len() - 1])
+    (times[times.len() / 2], times[times.len() - 1], size)
 }
 
 async fn fill(backend: &PgBackend, schema: &str, now: DateTime<Utc>) {
@@ -204,7 +216,7 @@ FROM "{schema}".job_runs
 }
 
 /// The store calls the pages make, timed alone.
-async fn probe(backend: &PgBackend) {
+async fn probe(backend: &PgBackend, now: DateTime<Utc>) {
     use slotguard::store::{RunFilter, RunStatus};
     let jobs = backend.jobs().await.expect("jobs");
     let names: Vec<String> = jobs.iter().map(|j| j.definition.name.clone()).collect();
@@ -229,4 +241,21 @@ async fn probe(backend: &PgBackend) {
             .len();
         println!("probe: {status} runs ({n}) {:?}", t.elapsed());
     }
+    let day = now - chrono::Duration::days(1);
+    let t = Instant::now();
+    let times = backend
+        .slot_times_of(&names, day, now)
+        .await
+        .expect("times");
+    let n: usize = times.iter().map(Vec::len).sum();
+    println!("probe: slot_times_of, 24 h ({n} slots) {:?}", t.elapsed());
+    let t = Instant::now();
+    let missed = Admin::new(backend.clone())
+        .missed_everywhere(day, now)
+        .await;
+    println!(
+        "probe: missed_everywhere, 24 h ({} jobs) {:?}",
+        missed.expect("missed").len(),
+        t.elapsed()
+    );
 }

@@ -212,6 +212,47 @@ async fn every_page_answers_html_with_the_security_headers() {
 }
 
 #[tokio::test]
+async fn the_missed_page_lists_every_jobs_slots_without_a_row() {
+    let backend = setup().await;
+    // A job registered by a newer version, with a schedule this one cannot read.
+    let unreadable = JobDefinition {
+        cron: "@every-fortnight".to_owned(),
+        fingerprint: 0,
+        ..definition("from-the-future", "0 4 * * *", "UTC")
+    };
+    backend.register_jobs(&[unreadable]).await.unwrap();
+    let app = app(&backend, Some("alice"), false);
+    let page = get(&app, "/ui/missed?from=2026-03-05T00:00&to=2026-03-09T00:00").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    // Settlement (02:00 Seoul, 17:00 UTC the day before) has a row for 03-07 only.
+    let settlement = format!(r#">{SETTLEMENT}</a> · 3 missed"#);
+    assert!(page.body.contains(&settlement), "{}", page.body);
+    for slot in [
+        "2026-03-05 17:00:00 UTC",
+        "2026-03-06 17:00:00 UTC",
+        "2026-03-08 17:00:00 UTC",
+    ] {
+        assert!(page.body.contains(slot), "{slot}");
+    }
+    assert!(!page.body.contains("2026-03-07 17:00:00 UTC ·"));
+    // Each hostile job (03:00 UTC) has no row at any of its four slots; the row of one of them at
+    // 17:00 is not at a slot of its schedule.
+    for name in hostile_names() {
+        let heading = format!("{}</a> · 4 missed", escaped(name));
+        assert!(page.body.contains(&heading), "{name}");
+    }
+    assert!(
+        page.body
+            .contains("the stored schedule of `from-the-future` cannot be read by this version"),
+        "{}",
+        page.body
+    );
+    let empty = get(&app, "/ui/missed?from=2026-03-09T00:00&to=2026-03-05T00:00").await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "{}", empty.body);
+    assert!(empty.body.contains("must be before"), "{}", empty.body);
+}
+
+#[tokio::test]
 async fn hostile_names_partitions_and_messages_are_rendered_as_text() {
     let backend = setup().await;
     let app = app(&backend, Some("alice"), false);

@@ -411,6 +411,52 @@ async fn missed_and_backfill_fill_gaps_at_the_given_rate() {
     handle.shutdown().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn missed_everywhere_answers_every_job_as_missed_does() {
+    let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let starts = Starts::default();
+    let jobs = vec![
+        job("hourly", "0 0 * * * *", &starts, clock, 0.1),
+        job("quarterly", "0 */15 * * * *", &starts, clock, 0.1),
+        job("new-year", "0 0 0 1 1 *", &starts, clock, 0.1),
+    ];
+    let (handle, admin) = replica(&store, clock, "a", jobs).await;
+    let (from, to) = (at("2026-03-01T00:00:00Z"), at("2026-03-01T06:00:00Z"));
+    let options = BackfillOptions {
+        dry_run: false,
+        per_second: 1_000.0,
+    };
+    let half = at("2026-03-01T03:00:00Z");
+    for job in ["hourly", "quarterly"] {
+        admin
+            .backfill(job, from, half, options, &by())
+            .await
+            .unwrap();
+    }
+    let all = admin.missed_everywhere(from, to).await.unwrap();
+    let mut names: Vec<&str> = all.iter().map(|j| j.job.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["hourly", "new-year", "quarterly"]);
+    for part in &all {
+        let one = admin.missed(&part.job, from, to).await;
+        assert_eq!(part.missed, one, "{}", part.job);
+    }
+    let count = |name: &str| {
+        let part = all.iter().find(|j| j.job == name).unwrap();
+        part.missed.as_ref().unwrap().len()
+    };
+    assert_eq!(
+        (count("hourly"), count("quarterly"), count("new-year")),
+        (3, 12, 0)
+    );
+    assert!(matches!(
+        admin.missed_everywhere(to, from).await,
+        Err(AdminError::Invalid { field: "range", .. })
+    ));
+    handle.shutdown().await;
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_and_changes_nothing() {
     let store = MemoryBackend::new();

@@ -25,6 +25,18 @@ fn capped(requested: usize) -> i64 {
     i64::try_from(requested.min(MAX_LIST)).unwrap_or(0)
 }
 
+/// `rows`, when the statement answered one row per job asked for.
+fn answered_for<T>(jobs: &[String], rows: Vec<T>, statement: &str) -> Result<Vec<T>, StoreError> {
+    if rows.len() != jobs.len() {
+        return Err(StoreError::Rejected(format!(
+            "{statement} answered {} rows for {} jobs",
+            rows.len(),
+            jobs.len()
+        )));
+    }
+    Ok(rows)
+}
+
 /// An instant as a bound on a `timestamptz` column (whole microseconds), rounded up: for such a
 /// column `c`, `c >= t` exactly when `c >= ceil_us(t)`, and `c < t` exactly when `c < ceil_us(t)`.
 /// Bound as it is, the driver would cut the nanoseconds off, and `from` just after a slot would
@@ -223,6 +235,30 @@ impl AdminStore for PgBackend {
     }
 
     /// One statement for every job.
+    async fn slot_times_of(
+        &self,
+        jobs: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut times: Vec<Vec<DateTime<Utc>>> =
+            sqlx::query_scalar(sql(&self.inner.statements.slot_times_of))
+                .bind(jobs)
+                .bind(ceil_us(from))
+                .bind(ceil_us(to))
+                .fetch_all(&self.inner.pool)
+                .await
+                .map_err(PgError::from)?;
+        for job in &mut times {
+            job.dedup();
+        }
+        answered_for(jobs, times, "slot_times_of")
+    }
+
+    /// One statement for every job.
     async fn latest_slots(
         &self,
         jobs: &[String],
@@ -236,14 +272,7 @@ impl AdminStore for PgBackend {
                 .fetch_all(&self.inner.pool)
                 .await
                 .map_err(PgError::from)?;
-        if latest.len() != jobs.len() {
-            return Err(StoreError::Rejected(format!(
-                "latest_slots answered {} rows for {} jobs",
-                latest.len(),
-                jobs.len()
-            )));
-        }
-        Ok(latest)
+        answered_for(jobs, latest, "latest_slots")
     }
 
     /// One statement (the run and its audit record); when it changes nothing, a second one reads

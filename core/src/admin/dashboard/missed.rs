@@ -4,21 +4,17 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use futures::stream::{self, StreamExt};
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::Ui;
 use super::input::{local_input, maybe_instant};
 use super::page::{Base, admin_error, frame, html_response, live, utc};
-use crate::admin::{AdminError, MissedSlot};
+use crate::admin::{AdminError, JobMissed};
 
 /// The range shown when none is asked for: the last hour (a day of 1,000 jobs every 5 minutes is
 /// 288,000 slots to compare).
 const DEFAULT_HOURS: i64 = 1;
-
-/// How many jobs' slot rows are asked for at once.
-const IN_FLIGHT: usize = 8;
 
 /// The most slots listed per job.
 const PER_JOB: usize = 50;
@@ -41,17 +37,7 @@ async fn render(ui: &Ui, base: &Base, range: &Range) -> Result<Markup, AdminErro
     let to = maybe_instant("to", range.to.as_deref())?.unwrap_or(now);
     let from = maybe_instant("from", range.from.as_deref())?
         .unwrap_or(to - chrono::Duration::hours(DEFAULT_HOURS));
-    // The jobs are read once (not once per job as `Admin::missed` would), and the slot rows of
-    // several jobs are asked for at a time.
-    let records = ui.admin.store.jobs().await?;
-    let found: Vec<(String, Result<Vec<MissedSlot>, AdminError>)> = stream::iter(records)
-        .map(|record| async move {
-            let missed = ui.admin.scan_record(&record, from, to).await;
-            (record.definition.name, missed.map(|(_, slots)| slots))
-        })
-        .buffered(IN_FLIGHT)
-        .collect()
-        .await;
+    let found = ui.admin.missed_everywhere(from, to).await?;
     Ok(html! {
         h1 { "Missed slots" }
         form.filters method="get" action=(base.at("/missed")) {
@@ -65,19 +51,14 @@ async fn render(ui: &Ui, base: &Base, range: &Range) -> Result<Markup, AdminErro
     })
 }
 
-fn list(
-    base: &Base,
-    found: &[(String, Result<Vec<MissedSlot>, AdminError>)],
-    from: &DateTime<Utc>,
-    to: &DateTime<Utc>,
-) -> Markup {
+fn list(base: &Base, found: &[JobMissed], from: &DateTime<Utc>, to: &DateTime<Utc>) -> Markup {
     let any = found
         .iter()
-        .any(|(_, r)| r.as_ref().map_or(true, |s| !s.is_empty()));
+        .any(|j| j.missed.as_ref().map_or(true, |s| !s.is_empty()));
     html! {
         @if !any { p { "None: every slot of the range has a row." } }
-        @for (job, result) in found {
-            @match result {
+        @for JobMissed { job, missed } in found {
+            @match missed {
                 Ok(slots) if slots.is_empty() => {}
                 Ok(slots) => {
                     h2 { a href=(base.job(job)) { (job) } " · " (slots.len()) " missed" }
