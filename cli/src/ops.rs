@@ -49,6 +49,7 @@ Examples:
   slotguard retry daily-settlement --failed --from 2026-03-01T00:00:00Z --to 2026-03-08T00:00:00Z --reason 'bank API was down'
   slotguard trigger daily-settlement --reason 'settle again' --wait --timeout 300
   slotguard missed daily-settlement --from 2026-03-01T00:00:00Z --json
+  slotguard missed --from 2026-03-01T00:00:00Z                    # every job
 
 Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status,
 1 store unreachable or another failure; trigger --wait: 0 succeeded, 5 ended without success,
@@ -167,11 +168,11 @@ pub(crate) enum Op {
         #[arg(long)]
         json: bool,
     },
-    /// List the slots of a job's schedule that have no run at all in a range.
+    /// List the slots of a job's schedule (or of every job's) that have no run at all in a range.
     #[command(after_long_help = EXAMPLES)]
     Missed {
-        /// The job's name.
-        job: String,
+        /// The job's name [default: every job, read at once].
+        job: Option<String>,
         /// From this instant (RFC 3339).
         #[arg(long, value_name = "RFC3339")]
         from: String,
@@ -349,7 +350,8 @@ enum Plan {
         json: bool,
     },
     Missed {
-        job: String,
+        /// `None`: every job.
+        job: Option<String>,
         from: DateTime<Utc>,
         /// `None`: now, read when the store answers.
         to: Option<DateTime<Utc>>,
@@ -560,7 +562,12 @@ impl Plan {
                 json,
             } => {
                 let to = to.unwrap_or_else(Utc::now);
-                show::missed(&admin.missed(&job, from, to).await?, json)
+                match job {
+                    Some(job) => show::missed(&admin.missed(&job, from, to).await?, json),
+                    None => {
+                        show::missed_everywhere(&admin.missed_everywhere(from, to).await?, json)
+                    }
+                }
             }
             Plan::Run { slot, json } => {
                 show::run(&admin.run(&slot.job, slot.at, &slot.partition).await?, json)

@@ -53,6 +53,11 @@ fn missed_lists_slots_without_rows() {
 }
 
 #[test]
+fn missed_without_a_job_reads_every_job() {
+    ops::missed_without_a_job_reads_every_job(&fixture("missed-all"));
+}
+
+#[test]
 fn retry_makes_a_failed_run_pending() {
     ops::retry_makes_a_failed_run_pending(&fixture("retry"));
 }

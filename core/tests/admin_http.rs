@@ -552,6 +552,42 @@ async fn lists_missed_slots() {
     let answer = get(&app, "/internal/jobs/daily-settlement/missed").await;
     answer.expect(StatusCode::BAD_REQUEST);
     assert_eq!(answer.body["field"], "from");
+    missed_slots_of_every_job(&app, from, to).await;
+}
+
+/// `/missed` answers every job: the settlement's four slots, and for the every-second job (432,000
+/// slots in five days) why they were not counted.
+async fn missed_slots_of_every_job(app: &Router, from: DateTime<Utc>, to: DateTime<Utc>) {
+    let uri = format!(
+        "/internal/missed?from={}&to={}",
+        encode(&from.to_rfc3339()),
+        encode(&to.to_rfc3339())
+    );
+    let answer = get(app, &uri).await;
+    answer.expect(StatusCode::OK);
+    let jobs = answer.body["jobs"].as_array().unwrap();
+    let part = |name: &str| {
+        let found = jobs.iter().find(|j| j["job"] == name);
+        found.unwrap_or_else(|| panic!("{name} in {}", answer.raw))
+    };
+    let settlement = part(SETTLEMENT);
+    assert_eq!(settlement["missed"].as_array().unwrap().len(), 4);
+    assert!(settlement.get("error").is_none(), "{}", answer.raw);
+    let every_second = part(EVERY_SECOND);
+    assert_eq!(every_second["error"], "invalid", "{}", answer.raw);
+    assert_eq!(every_second["field"], "range");
+    assert!(every_second.get("missed").is_none(), "{}", answer.raw);
+    let backwards = format!(
+        "/internal/missed?from={}&to={}",
+        encode(&to.to_rfc3339()),
+        encode(&from.to_rfc3339())
+    );
+    let answer = get(app, &backwards).await;
+    answer.expect(StatusCode::BAD_REQUEST);
+    assert_eq!(answer.body["field"], "range");
+    get(app, "/internal/missed")
+        .await
+        .expect(StatusCode::BAD_REQUEST);
 }
 
 /// The seed's request, as the article wrote it.

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use slotguard::admin::{BackfillReport, JobStatus, MissedSlot, Triggered};
+use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Triggered};
 use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
 
 mod run;
@@ -275,16 +275,15 @@ pub(super) fn runs(runs: &[RunRecord], json: bool) -> String {
 }
 
 fn slot_rows(slots: &[MissedSlot]) -> Vec<Vec<String>> {
-    slots
-        .iter()
-        .map(|m| {
-            vec![
-                ts(&m.scheduled_at),
-                m.wall.format("%Y-%m-%d %H:%M:%S").to_string(),
-                m.business_date.to_string(),
-            ]
-        })
-        .collect()
+    slots.iter().map(slot_row).collect()
+}
+
+fn slot_row(m: &MissedSlot) -> Vec<String> {
+    vec![
+        ts(&m.scheduled_at),
+        m.wall.format("%Y-%m-%d %H:%M:%S").to_string(),
+        m.business_date.to_string(),
+    ]
 }
 
 const SLOT_HEADER: [&str; 3] = ["SLOT", "WALL TIME", "BUSINESS DATE"];
@@ -296,6 +295,58 @@ pub(super) fn missed(slots: &[MissedSlot], json: bool) -> String {
     }
     let mut out = table(&SLOT_HEADER, &slot_rows(slots));
     let _ = writeln!(out, "{} missed slot(s)", slots.len());
+    out
+}
+
+/// `slotguard missed` without a job: a slot a row, its job first, then a line per job whose slots
+/// were not counted. With `--json`, such a job is an object with `job` and `error`.
+pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
+    let slots = || {
+        jobs.iter().flat_map(|j| {
+            let slots = j.missed.as_deref().unwrap_or_default();
+            slots.iter().map(move |slot| (j.job.as_str(), slot))
+        })
+    };
+    let failed = || {
+        jobs.iter()
+            .filter_map(|j| Some((&j.job, j.missed.as_ref().err()?)))
+    };
+    if json {
+        let slots = slots().map(|(job, slot)| {
+            let mut line = missed_json(slot);
+            line["job"] = json!(job);
+            line
+        });
+        let failed = failed().map(|(job, e)| json!({ "job": job, "error": e.to_string() }));
+        return lines(slots.chain(failed));
+    }
+    let header = ["JOB", SLOT_HEADER[0], SLOT_HEADER[1], SLOT_HEADER[2]];
+    let rows: Vec<Vec<String>> = slots()
+        .map(|(job, slot)| {
+            let mut row = vec![job.to_owned()];
+            row.extend(slot_row(slot));
+            row
+        })
+        .collect();
+    let mut out = table(&header, &rows);
+    for (job, e) in failed() {
+        let _ = writeln!(
+            out,
+            "{}: not counted: {}",
+            shown(job),
+            one_line(&e.to_string())
+        );
+    }
+    let with = jobs
+        .iter()
+        .filter(|j| j.missed.as_ref().is_ok_and(|s| !s.is_empty()));
+    let _ = writeln!(
+        out,
+        "{} missed slot(s) in {} of {} job(s)",
+        rows.len(),
+        with.count(),
+        jobs.len()
+    );
     out
 }
 

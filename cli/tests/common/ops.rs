@@ -567,6 +567,54 @@ SLOT                  WALL TIME            BUSINESS DATE
     fx.slotguard(&["missed", "nope", "--from", FROM]).fails(3);
 }
 
+/// `missed` without a job reads every job: a row per slot with its job, and a line for a job whose
+/// slots were not counted (too many), the others still listed.
+pub(crate) fn missed_without_a_job_reads_every_job(fx: &Fixture) {
+    fx.seed();
+    let (from, to) = ("2026-03-01T00:59:58Z", "2026-03-01T01:00:01Z");
+    let out = fx.slotguard(&["missed", "--from", from, "--to", to]);
+    // `report` ran at 01:00Z; `nightly` is 02:00 in Berlin (UTC+1), 01:00Z.
+    assert_eq!(
+        out.ok(),
+        "\
+JOB      SLOT                  WALL TIME            BUSINESS DATE
+nightly  2026-03-01T01:00:00Z  2026-03-01 02:00:00  2026-03-01
+ticker   2026-03-01T00:59:58Z  2026-03-01 00:59:58  2026-03-01
+ticker   2026-03-01T00:59:59Z  2026-03-01 00:59:59  2026-03-01
+ticker   2026-03-01T01:00:00Z  2026-03-01 01:00:00  2026-03-01
+4 missed slot(s) in 2 of 3 job(s)
+"
+    );
+    let json = fx
+        .slotguard(&["missed", "--from", from, "--to", to, "--json"])
+        .json();
+    assert_eq!(json.len(), 4);
+    assert_eq!(
+        json[0],
+        serde_json::json!({"job": "nightly", "scheduledAt": "2026-03-01T01:00:00Z", "wallTime": "2026-03-01T02:00:00", "businessDate": "2026-03-01"})
+    );
+    let storm = [
+        "missed",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-12T13:46:40Z",
+    ];
+    let answer = fx.slotguard(&storm);
+    let text = answer.ok();
+    assert!(
+        text.contains("ticker: not counted: invalid range: it holds more than 100000"),
+        "{text}"
+    );
+    assert!(text.ends_with("in 2 of 3 job(s)\n"), "{text}");
+    let json = fx.slotguard(&[&storm[..], &["--json"]].concat()).json();
+    let errors: Vec<&Value> = json.iter().filter(|l| l.get("error").is_some()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["job"], TICKER);
+    fx.slotguard(&["missed", "--from", to, "--to", from])
+        .fails(2);
+}
+
 /// `retry`: a failed run becomes pending, audited with actor and reason; refusals say why.
 pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
     fx.seed();

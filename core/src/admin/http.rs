@@ -53,6 +53,7 @@
 //! | `GET` | `/jobs/{job}/runs` | `?status=&from=&to=&partition=&limit=` | `{"runs": [run with attempts]}` |
 //! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=&wait=` | run with attempts |
 //! | `GET` | `/jobs/{job}/missed` | `?from=&to=` (`to` defaults to now) | `{"missed": [slot]}` |
+//! | `GET` | `/missed` | `?from=&to=` (`to` defaults to now) | `{"jobs": [{"job", "missed": [slot]} or {"job", "error", "message", "field"}]}`: every job |
 //! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
 //! | `POST` | `/jobs/{job}/retry-failed` | `{"from", "to", "reason", "actor"?, "partition"?}` | `{"retried": [slot], "changed": [slot]}` |
 //! | `POST` | `/jobs/{job}/cancel` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
@@ -120,8 +121,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobStatus,
-    MissedSlot, RangeRetry, Triggered, parse_page, shown,
+    Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobMissed,
+    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, shown,
 };
 use crate::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus, SlotKey,
@@ -155,6 +156,7 @@ pub fn router(admin: Admin) -> Router {
         .route("/jobs/{job}/backfill", post(backfill))
         .route("/jobs/{job}/pause", post(pause))
         .route("/jobs/{job}/resume", post(resume))
+        .route("/missed", get(missed_everywhere))
         .route("/audit", get(audit))
         .route("/replicas", get(replicas))
         .fallback(not_found)
@@ -267,25 +269,46 @@ struct MissedQuery {
     to: Option<String>,
 }
 
+impl MissedQuery {
+    /// `from` (required) and `to`. Missed slots stop at now, so no `to` means up to now.
+    fn range(self) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+        let from = match present(self.from) {
+            Some(from) => instant("from", &from)?,
+            None => return Err(missing("from")),
+        };
+        let to = match present(self.to) {
+            Some(to) => instant("to", &to)?,
+            None => DateTime::<Utc>::MAX_UTC,
+        };
+        Ok((from, to))
+    }
+}
+
 async fn missed(
     State(admin): State<Admin>,
     ApiPath(job): ApiPath<String>,
     ApiQuery(query): ApiQuery<MissedQuery>,
 ) -> Result<Response, ApiError> {
-    let from = match present(query.from) {
-        Some(from) => instant("from", &from)?,
-        None => return Err(missing("from")),
-    };
-    // `Admin::missed` stops at now; no `to` means up to now.
-    let to = match present(query.to) {
-        Some(to) => instant("to", &to)?,
-        None => DateTime::<Utc>::MAX_UTC,
-    };
+    let (from, to) = query.range()?;
     let slots = admin.missed(&job, from, to).await?;
     Ok(json(
         StatusCode::OK,
         &MissedDto {
             missed: slots.iter().map(MissedSlotDto::from).collect(),
+        },
+    ))
+}
+
+async fn missed_everywhere(
+    State(admin): State<Admin>,
+    ApiQuery(query): ApiQuery<MissedQuery>,
+) -> Result<Response, ApiError> {
+    let (from, to) = query.range()?;
+    let jobs = admin.missed_everywhere(from, to).await?;
+    Ok(json(
+        StatusCode::OK,
+        &MissedEverywhereDto {
+            jobs: jobs.into_iter().map(JobMissedDto::from).collect(),
         },
     ))
 }
@@ -918,6 +941,41 @@ impl From<&AttemptRecord> for AttemptDto {
 #[derive(Serialize)]
 struct MissedDto {
     missed: Vec<MissedSlotDto>,
+}
+
+#[derive(Serialize)]
+struct MissedEverywhereDto {
+    jobs: Vec<JobMissedDto>,
+}
+
+/// One job's missed slots, or why they were not counted (the error answer's fields).
+#[derive(Serialize)]
+struct JobMissedDto {
+    job: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missed: Option<Vec<MissedSlotDto>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'static str>,
+}
+
+impl From<JobMissed> for JobMissedDto {
+    fn from(part: JobMissed) -> Self {
+        let (missed, error) = match part.missed {
+            Ok(slots) => (Some(slots.iter().map(MissedSlotDto::from).collect()), None),
+            Err(e) => (None, Some(ApiError::from(e))),
+        };
+        JobMissedDto {
+            job: part.job,
+            missed,
+            error: error.as_ref().map(|e| e.kind),
+            field: error.as_ref().and_then(|e| e.field),
+            message: error.map(|e| e.message),
+        }
+    }
 }
 
 /// A slot of the schedule with no row.
