@@ -1,6 +1,8 @@
 //! Missed slots: the slots of a job's schedule in a range that have no row at all (nothing ran and
 //! nothing recorded why), for one job or for every job at once.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard_cron::{DstPolicy, Schedule};
 
@@ -42,7 +44,7 @@ impl Admin {
 
     /// [`missed`](Self::missed) for every registered job, in the order the store lists them: one
     /// read of the jobs and one of their slot rows (one statement on PostgreSQL, whatever the
-    /// number of jobs). A job whose slots cannot be counted gets its own error and the others are
+    /// number of jobs), which runs on its own task while the schedules are walked. A job whose slots cannot be counted gets its own error and the others are
     /// still answered; a range that ends before it starts, or a store that cannot be asked, is an
     /// error for all.
     pub async fn missed_everywhere(
@@ -51,39 +53,33 @@ impl Admin {
         to: DateTime<Utc>,
     ) -> Result<Vec<JobMissed>, AdminError> {
         let to = self.settled_end(from, to)?;
-        let expected: Vec<(String, Result<Vec<MissedSlot>, AdminError>)> = self
-            .store
-            .jobs()
-            .await?
-            .into_iter()
-            .map(|record| {
-                let slots = expected_of(&record, from, to);
-                (record.definition.name, slots)
-            })
-            .collect();
-        let asked: Vec<String> = expected
+        let records = self.store.jobs().await?;
+        // The store reads every job's rows while the schedules are walked here.
+        let names: Vec<String> = records.iter().map(|r| r.definition.name.clone()).collect();
+        let asked = names.len();
+        let store = Arc::clone(&self.store);
+        let rows = tokio::spawn(async move { store.slot_times_of(&names, from, to).await });
+        let expected: Vec<Result<Vec<MissedSlot>, AdminError>> = records
             .iter()
-            .filter(|(_, slots)| slots.as_ref().is_ok_and(|s| !s.is_empty()))
-            .map(|(job, _)| job.clone())
+            .map(|record| expected_of(record, from, to))
             .collect();
-        let present = self.store.slot_times_of(&asked, from, to).await?;
-        if present.len() != asked.len() {
+        let present = rows.await.map_err(|e| {
+            StoreError::Rejected(format!("the read of the slot rows did not finish: {e}"))
+        })??;
+        if present.len() != asked {
             return Err(StoreError::Rejected(format!(
-                "slot_times_of answered {} lists for {} jobs",
-                present.len(),
-                asked.len()
+                "slot_times_of answered {} lists for {asked} jobs",
+                present.len()
             ))
             .into());
         }
-        let mut present = present.into_iter();
-        Ok(expected
+        Ok(records
             .into_iter()
-            .map(|(job, slots)| {
-                let missed = slots.map(|slots| match slots.is_empty() {
-                    true => slots,
-                    false => missing(slots, &present.next().unwrap_or_default()),
-                });
-                JobMissed { job, missed }
+            .zip(expected)
+            .zip(present)
+            .map(|((record, expected), present)| JobMissed {
+                job: record.definition.name,
+                missed: expected.map(|slots| missing(slots, &present)),
             })
             .collect())
     }
