@@ -599,11 +599,12 @@ impl Plan {
                     code: outcome_code(&run),
                 });
             }
-            Plan::Retry(slot, by) => show::retried(
-                &admin
+            Plan::Retry(slot, by) => {
+                let run = admin
                     .retry(&slot.job, slot.at, &slot.partition, &by)
-                    .await?,
-            ),
+                    .await?;
+                show::retried(&run, admin.job(&slot.job).await?.paused)
+            }
             Plan::Cancel(slot, by) => show::cancelled(
                 &admin
                     .cancel(&slot.job, slot.at, &slot.partition, &by)

@@ -758,6 +758,44 @@ async fn triggering_a_paused_job_says_the_run_waits_for_the_resume() {
     assert!(!message.contains("recovery poll"), "{message}");
 }
 
+/// The same for a retry: the answer is the run, plus whether its job is paused and what that means.
+#[tokio::test]
+async fn retrying_a_slot_of_a_paused_job_says_the_attempt_waits_for_the_resume() {
+    let (backend, app) = setup().await;
+    let slots = [at(SLOT), at(SLOT) - chrono::Duration::days(1)];
+    for slot in slots {
+        failed(&backend, SETTLEMENT, slot, "").await;
+    }
+    let retry = |slot: DateTime<Utc>| {
+        let body = json!({"scheduleSlot": slot.to_rfc3339(), "reason": "bank is back"});
+        post(&app, "/internal/jobs/daily-settlement/retry", body)
+    };
+    let answer = retry(slots[0]).await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "pending", "{}", answer.raw);
+    assert_eq!(answer.body["jobPaused"], false, "{}", answer.raw);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains("within one recovery poll"), "{message}");
+
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/pause",
+        json!({"reason": "bank maintenance"}),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let answer = retry(slots[1]).await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["status"], "pending", "{}", answer.raw);
+    assert_eq!(answer.body["jobPaused"], true, "{}", answer.raw);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("starts after the job is resumed"),
+        "{message}"
+    );
+    assert!(!message.contains("recovery poll"), "{message}");
+}
+
 #[tokio::test]
 async fn backfills_after_a_dry_run() {
     let (backend, app) = setup().await;

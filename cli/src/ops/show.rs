@@ -373,14 +373,21 @@ pub(super) fn backfilled(report: &BackfillReport, per_second: f64) -> String {
     out
 }
 
-/// `slotguard retry`.
-pub(super) fn retried(run: &RunRecord) -> String {
+/// `slotguard retry`: what happens next, which waits for the resume while the job is paused.
+pub(super) fn retried(run: &RunRecord, job_paused: bool) -> String {
+    let job = cell(&run.key.job);
+    let next = run.attempt + 1;
+    let outlook = if job_paused {
+        format!(
+            "the job is paused, so attempt {next} waits and starts after `slotguard resume {job}`"
+        )
+    } else {
+        format!("a replica running the job starts attempt {next} within one recovery poll")
+    };
     format!(
-        "retry accepted: {} slot {} is {}; a replica running the job starts attempt {} within one recovery poll\n",
-        cell(&run.key.job),
+        "retry accepted: {job} slot {} is {}; {outlook}\n",
         slot_of(run),
-        run.status,
-        run.attempt + 1
+        run.status
     )
 }
 

@@ -657,7 +657,10 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
     );
     assert_eq!(fx.run("2026-03-01T03:00:00Z").status, RunStatus::Running);
 
-    // The slot may be written with any offset; the actor may be named.
+    // The slot may be written with any offset; the actor may be named. The job is paused now, so the
+    // attempt waits for the resume, and the answer says so.
+    fx.slotguard(&["pause", REPORT, "--reason", "bank maintenance"])
+        .ok();
     let other = fx.slotguard(&[
         "retry",
         REPORT,
@@ -667,7 +670,10 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
         "--actor",
         "alice@example.com",
     ]);
-    other.ok();
+    assert_eq!(
+        other.ok(),
+        "retry accepted: report slot 2026-03-01T04:00:00Z is pending; the job is paused, so attempt 2 waits and starts after `slotguard resume report`\n"
+    );
     assert_eq!(fx.run("2026-03-01T04:00:00Z").status, RunStatus::Pending);
     assert_eq!(fx.audit()[0].entry.actor, "alice@example.com");
 
@@ -691,7 +697,11 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
     assert_eq!(missing.code, Some(2));
     assert!(missing.stderr.contains("--reason"), "{missing:?}");
 
-    assert_eq!(fx.audit().len(), 2, "refusals are not audited");
+    assert_eq!(
+        fx.audit().len(),
+        3,
+        "two retries and a pause; refusals are not audited"
+    );
 }
 
 /// `pause` and `resume`, as `jobs` shows them.

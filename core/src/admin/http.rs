@@ -54,7 +54,7 @@
 //! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=&wait=` | run with attempts |
 //! | `GET` | `/jobs/{job}/missed` | `?from=&to=` (`to` defaults to now) | `{"missed": [slot]}` |
 //! | `GET` | `/missed` | `?from=&to=` (`to` defaults to now) | `{"jobs": [{"job", "missed": [slot]} or {"job", "error", "message", "field"}]}`: every job |
-//! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
+//! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run, with `jobPaused` and `message` (what happens next) |
 //! | `POST` | `/jobs/{job}/retry-failed` | `{"from", "to", "reason", "actor"?, "partition"?}` | `{"retried": [slot], "changed": [slot]}` |
 //! | `POST` | `/jobs/{job}/cancel` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
 //! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt", "paused", "message"}` |
@@ -122,7 +122,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobMissed,
-    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, shown,
+    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, retry_outlook, shown,
 };
 use crate::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus, SlotKey,
@@ -334,7 +334,15 @@ async fn retry(
     let by = change_request(actor, body.actor, body.reason);
     let partition = body.partition.unwrap_or_default();
     let run = admin.retry(&job, slot, &partition, &by).await?;
-    Ok(json(StatusCode::OK, &RunDto::from(&run)))
+    let job_paused = admin.job(&job).await?.paused;
+    Ok(json(
+        StatusCode::OK,
+        &RetriedDto {
+            run: RunDto::from(&run),
+            job_paused,
+            message: retry_outlook(job_paused),
+        },
+    ))
 }
 
 async fn cancel(
@@ -995,6 +1003,16 @@ impl From<&MissedSlot> for MissedSlotDto {
             business_date: slot.business_date,
         }
     }
+}
+
+/// A retried run, with what happens to it next.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetriedDto {
+    #[serde(flatten)]
+    run: RunDto,
+    job_paused: bool,
+    message: &'static str,
 }
 
 /// A manual run.

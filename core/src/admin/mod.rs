@@ -467,7 +467,7 @@ impl Admin {
             })
     }
 
-    /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
+    /// Makes a finished slot run again (see [`retry_outlook`] for what to tell the operator): a new attempt of the same run (same slot, same idempotency
     /// key), claimed by a replica running the job within one recovery poll. Refused while the run is
     /// `running` or `pending`, and for a `succeeded` run. Of concurrent retries, exactly one is
     /// accepted.
@@ -732,6 +732,17 @@ fn ordered(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), AdminError> {
             rfc3339(&to)
         ),
     })
+}
+
+/// What happens to a run [`Admin::retry`] made due, in one sentence, as the HTTP router answers it
+/// (`message`): while its job is paused, the attempt waits (`pending`) for the resume.
+pub fn retry_outlook(job_paused: bool) -> &'static str {
+    if job_paused {
+        "the job is paused, so the attempt waits (pending) and starts after the job is resumed"
+    } else {
+        "a replica running the job starts the next attempt within one recovery poll (10 s by \
+         default), or, while none is up, when one starts"
+    }
 }
 
 /// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).
