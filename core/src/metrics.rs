@@ -12,7 +12,7 @@
 //! | `job_claim_conflict_total` | counter | `job_name` | slots another replica had claimed or locked |
 //! | `job_skipped_total` | counter | `job_name`, `reason` | slots not run here, by reason |
 //! | `job_slots_missed_total` | counter | `job_name` | slots the timer could not fire (process suspended or starved) |
-//! | `job_run_recovered_total` | counter | `job_name` | attempts claimed by recovery: retries, hand-overs, stale runs, catch-up, manual runs |
+//! | `job_run_recovered_total` | counter | `job_name` | attempts claimed by recovery: retries, hand-overs, stale runs, catch-up, manual runs (not a worker's first attempt of a queued slot) |
 //! | `job_ownership_lost_total` | counter | `job_name` | runs told they lost their lease or lock |
 //! | `job_overdue` | gauge | `job_name` | 1 while a slot has not succeeded by its deadline |
 //! | `job_overdue_total` | counter | `job_name` | slots that passed their deadline without success |

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use slotguard::{Job, JobContext, JobError, MemoryBackend, Scheduler, TokioClock};
+use slotguard::{
+    Job, JobContext, JobError, MemoryBackend, RetryPolicy, Role, Scheduler, SchedulerHandle,
+    TokioClock,
+};
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -36,6 +39,7 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
             .unwrap();
         handles.push(scheduler.try_start().await.unwrap());
     }
+    handles.extend(scheduler_and_worker(clock).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     for h in handles {
         h.shutdown().await;
@@ -98,6 +102,15 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
     assert!(
         matches!(value("scheduler_clock_skew_seconds", &[]), Some(DebugValue::Gauge(g)) if g.into_inner().abs() < 0.001)
     );
+    // A worker's claim of a slot the scheduler queued is its normal start; a retry is a recovery.
+    let queued = counter("job_run_started_total", &[("job_name", "queued")]);
+    assert!(queued >= 4, "{queued}");
+    assert!(
+        value("job_run_recovered_total", &[("job_name", "queued")]).is_none(),
+        "no recovery of `queued`"
+    );
+    let retried = counter("job_run_recovered_total", &[("job_name", "flaky")]);
+    assert!((1..=2).contains(&retried), "{retried}");
     // No label carries a run id or a slot.
     for (key, _, _, _) in &snapshot {
         for label in key.key().labels() {
@@ -107,4 +120,35 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
             );
         }
     }
+}
+
+/// A scheduler and a worker on a store of their own: `queued` succeeds every second, `flaky`
+/// (every 2 s) fails its first attempt and succeeds its retry.
+async fn scheduler_and_worker(clock: TokioClock) -> Vec<SchedulerHandle> {
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let mut handles = Vec::new();
+    for (id, role) in [("sched", Role::Scheduler), ("worker", Role::Worker)] {
+        let queued = Job::new("queued", "* * * * * *", |_| async {});
+        let flaky = Job::new("flaky", "*/2 * * * * *", |ctx: JobContext| async move {
+            match ctx.attempt() {
+                1 => Err(JobError::transient("upstream said 503")),
+                _ => Ok(()),
+            }
+        })
+        .retry(RetryPolicy::exponential(
+            3,
+            Duration::from_millis(200),
+            Duration::from_millis(200),
+        ));
+        let scheduler = Scheduler::builder()
+            .backend(store.clone())
+            .clock(clock)
+            .instance_id(id)
+            .role(role)
+            .jobs([queued, flaky])
+            .build()
+            .unwrap();
+        handles.push(scheduler.try_start().await.unwrap());
+    }
+    handles
 }

@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use crate::context::RunInfo;
 use crate::entry::{Candidate, JobEntry, RunSlot, Work};
 use crate::guard::{Decision, GuardLevel, Permit, RunOutcome, SkipReason};
 use crate::store::{ClaimRequest, Trigger};
@@ -143,14 +144,24 @@ async fn claimed(
     debug_assert!(runs.len() == 1 || outer.is_empty());
     for (run, permit) in runs {
         let mut permits = std::mem::take(&mut outer);
+        if recovered(&run, permit.as_ref()) {
+            crate::metrics::recovered(&candidate.job.name);
+        }
         permits.push(permit);
-        crate::metrics::recovered(&candidate.job.name);
         out.runs.push(Admitted {
             job: Arc::clone(&candidate.job),
             run,
             permits,
         });
     }
+}
+
+/// Whether a claim of due work recovered a run: anything but the first attempt of a scheduled slot,
+/// which is a worker taking a slot a scheduler queued (its normal start, not a recovery).
+fn recovered(run: &RunSlot, slot_permit: &dyn Permit) -> bool {
+    let mut info = RunInfo::default();
+    slot_permit.describe(&mut info);
+    run.trigger != Trigger::Schedule || info.attempt != Some(1)
 }
 
 /// A candidate a layer refused: logged, its permits released, and sorted into what follows.
