@@ -721,6 +721,14 @@ async fn triggers_a_manual_run() {
     assert_eq!(audit[0].entry.actor, "http");
 }
 
+/// Pauses the settlement job over HTTP.
+async fn pause_settlement(app: &Router) {
+    let reason = json!({"reason": "bank maintenance"});
+    post(app, "/internal/jobs/daily-settlement/pause", reason)
+        .await
+        .expect(StatusCode::OK);
+}
+
 /// Issue 15, bug 10: a paused job's manual run waits for the resume, and the answer says so rather
 /// than promising a start within one recovery poll.
 #[tokio::test]
@@ -738,13 +746,7 @@ async fn triggering_a_paused_job_says_the_run_waits_for_the_resume() {
     assert!(message.contains("within one recovery poll"), "{message}");
     assert!(message.contains("while none is up"), "{message}");
 
-    post(
-        &app,
-        "/internal/jobs/daily-settlement/pause",
-        json!({"reason": "bank maintenance"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    pause_settlement(&app).await;
     let answer = post(
         &app,
         "/internal/jobs/daily-settlement/trigger",
@@ -777,13 +779,7 @@ async fn retrying_a_slot_of_a_paused_job_says_the_attempt_waits_for_the_resume()
     let message = answer.body["message"].as_str().unwrap();
     assert!(message.contains("within one recovery poll"), "{message}");
 
-    post(
-        &app,
-        "/internal/jobs/daily-settlement/pause",
-        json!({"reason": "bank maintenance"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    pause_settlement(&app).await;
     let answer = retry(slots[1]).await;
     answer.expect(StatusCode::OK);
     assert_eq!(answer.body["status"], "pending", "{}", answer.raw);
