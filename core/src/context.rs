@@ -9,7 +9,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use async_trait::async_trait;
 
 use crate::state::{MissingState, StateMap};
-use crate::store::{StoreError, Trigger};
+use crate::store::{LeaseDeadline, StoreError, Trigger};
 
 /// The slot a body runs for, as the chain admitted it.
 #[derive(Debug, Clone)]
@@ -65,6 +65,8 @@ pub struct JobContext {
     pub(crate) state: Arc<StateMap>,
     pub(crate) stop: CancellationToken,
     pub(crate) lost: CancellationToken,
+    /// The deadlines of the leases whose loss ends the run (Redis at the `lock` level).
+    pub(crate) deadlines: Vec<LeaseDeadline>,
     pub(crate) checkpoint: Option<Arc<str>>,
     pub(crate) saver: Option<Arc<dyn Checkpoints>>,
 }
@@ -131,6 +133,7 @@ impl JobContext {
             state,
             stop,
             lost,
+            deadlines: Vec::new(),
             checkpoint: None,
             saver: None,
         }
@@ -217,7 +220,7 @@ impl JobContext {
 
     /// Whether the job should stop now.
     pub fn is_cancelled(&self) -> bool {
-        self.stop.is_cancelled()
+        self.stop.is_cancelled() || self.lease_lapsed()
     }
 
     /// Completes when this run really lost its ownership, and [`cancelled`](Self::cancelled)
@@ -238,9 +241,17 @@ impl JobContext {
         self.lost.cancelled()
     }
 
-    /// Whether this run lost its ownership.
+    /// Whether this run lost its ownership. At the `lock` level on a lease store (Redis) this is
+    /// also true once the lease's deadline has passed unrenewed, before the renewal task has run to
+    /// say so (a process frozen past the deadline and woken again): check it right before a side
+    /// effect.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.lost.is_cancelled() || self.lease_lapsed()
+    }
+
+    /// Whether a lease this run holds has passed its deadline unrenewed.
+    fn lease_lapsed(&self) -> bool {
+        self.deadlines.iter().any(LeaseDeadline::has_passed)
     }
 
     /// The checkpoint an earlier attempt of this run saved, if any: where a retry resumes.

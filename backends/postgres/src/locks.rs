@@ -180,6 +180,7 @@ impl Locks {
                     key: *key,
                     lost,
                     token: None,
+                    deadline: None,
                 })
             })
             .collect())

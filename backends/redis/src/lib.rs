@@ -24,7 +24,10 @@
 //! caller went away) takes back in the background what its request may have been granted. A
 //! background task renews every held lease every TTL/3 with a compare-and-`PEXPIRE`; a lease found
 //! gone or another's, or not renewed within its TTL (Redis unreachable), is reported lost through
-//! [`LockLease::lost`], and the job is told to stop.
+//! [`LockLease::lost`], and the job is told to stop. The lease's deadline
+//! ([`LockLease::deadline`]) is shared with the run, so a body that checks `ctx.is_lost()` right
+//! before a side effect sees the loss from the deadline on, even when it is woken (after a pause)
+//! before the renewal task has run.
 //!
 //! A lease lock can lapse while its holder is paused (GC, `SIGSTOP`, a VM migration) and still
 //! working; then another replica takes it. Only the fencing token makes the late holder harmless:
@@ -58,7 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
-use slotguard::store::{LockLease, LockStore, StoreError};
+use slotguard::store::{LeaseDeadline, LockLease, LockStore, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -100,8 +103,9 @@ struct Held {
     value: String,
     lost: CancellationToken,
     /// When the lease expires at the latest, measured locally from before the round trip that last
-    /// set its expiry: past this without a renewal, another may hold it.
-    deadline: Instant,
+    /// set its expiry: past this without a renewal, another may hold it. Shared with the run that
+    /// holds the lease, whose `ctx.is_lost()` reads it.
+    deadline: LeaseDeadline,
 }
 
 impl RedisLocks {
@@ -295,12 +299,13 @@ impl Inner {
                     other => parse_token(&other)?,
                 };
                 let lost = CancellationToken::new();
+                let deadline = LeaseDeadline::new(started + self.ttl);
                 let lease = Held {
                     owner: owner.to_owned(),
                     token,
                     value: format!("{token} {request} {owner}"),
                     lost: lost.clone(),
-                    deadline: started + self.ttl,
+                    deadline: deadline.clone(),
                 };
                 if let Some(previous) = held.insert(key, lease) {
                     // This process's own earlier lease on the key had lapsed and was taken again.
@@ -310,6 +315,7 @@ impl Inner {
                     key,
                     lost,
                     token: Some(token),
+                    deadline: Some(deadline),
                 }))
             })
             .collect()

@@ -41,7 +41,7 @@ pub(crate) async fn renew_loop(inner: Weak<Inner>) {
 
 impl Inner {
     fn earliest_deadline(&self) -> Option<Instant> {
-        self.held().values().map(|h| h.deadline).min()
+        self.held().values().map(|h| h.deadline.at()).min()
     }
 
     /// Renews every held lease in one round trip; reports lost the ones found gone or another's.
@@ -68,7 +68,7 @@ impl Inner {
                 continue;
             };
             if matches!(answer, Value::Int(1)) {
-                lease.deadline = started + self.ttl;
+                lease.deadline.set(started + self.ttl);
             } else if let Some(lease) = held.remove(&key) {
                 tracing::warn!(
                     event = "job_ownership_lost",
@@ -87,7 +87,7 @@ impl Inner {
     fn expire_overdue(&self) {
         let now = Instant::now();
         self.held().retain(|&key, lease| {
-            if lease.deadline > now {
+            if lease.deadline.at() > now {
                 return true;
             }
             tracing::warn!(

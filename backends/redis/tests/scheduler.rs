@@ -87,3 +87,34 @@ async fn row_token(sqlite: &SqliteBackend, run_id: i64) -> i64 {
     let runs = sqlite.runs(Some("tick")).await.expect("runs");
     runs.iter().find(|r| r.id == run_id).expect("run").token
 }
+
+/// A process frozen past its lease's TTL (here the runtime's only thread is blocked, so nothing
+/// else runs, the renewal task included) is woken with the lost token not yet cancelled:
+/// `ctx.is_lost()` already says the run is lost, from the lease's deadline.
+#[tokio::test(flavor = "current_thread")]
+async fn a_body_woken_past_its_lease_deadline_is_told_it_lost_before_the_renewal_runs() {
+    let locks = common::shared_locks("frozen", Duration::from_secs(1));
+    let seen: Arc<Mutex<Vec<(bool, bool)>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let job = Job::new("frozen", "* * * * * *", move |ctx: JobContext| {
+        let record = Arc::clone(&record);
+        async move {
+            let before = ctx.is_lost();
+            std::thread::sleep(Duration::from_millis(1_300));
+            record.lock().expect("seen").push((before, ctx.is_lost()));
+        }
+    })
+    .guard(GuardLevel::Lock);
+    let handle = Scheduler::builder()
+        .lock_store(locks.clone())
+        .job(job)
+        .build()
+        .expect("build")
+        .try_start()
+        .await
+        .expect("start");
+    sleep(Duration::from_millis(2_500)).await;
+    handle.shutdown().await;
+    let seen = seen.lock().expect("seen").clone();
+    assert_eq!(seen.first(), Some(&(false, true)), "{seen:?}");
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use slotguard::store::{LockLease, LockStore, StoreError};
+use slotguard::store::{LeaseDeadline, LockLease, LockStore, StoreError};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +53,7 @@ pub(crate) struct Held {
     lost: CancellationToken,
     /// When the lease expires at the latest, measured locally from before the statement that last
     /// set its expiry: past this, with no successful renewal, it cannot be vouched for.
-    deadline: Instant,
+    deadline: LeaseDeadline,
 }
 
 impl Shared {
@@ -96,11 +96,12 @@ impl Shared {
             .map(|(&key, token)| {
                 let token = token?;
                 let lost = CancellationToken::new();
+                let deadline = LeaseDeadline::new(started + self.lease_ttl);
                 let held = Held {
                     owner: owner.to_owned(),
                     token,
                     lost: lost.clone(),
-                    deadline: started + self.lease_ttl,
+                    deadline: deadline.clone(),
                 };
                 if let Some(previous) = leases.insert(key, held) {
                     // This backend's own earlier lease on the key had lapsed, and was just taken over.
@@ -110,6 +111,7 @@ impl Shared {
                     key,
                     lost,
                     token: Some(token),
+                    deadline: Some(deadline),
                 })
             })
             .collect();
@@ -166,7 +168,7 @@ impl Shared {
                 for (key, token) in held {
                     if renewed.contains(&token) {
                         if let Some(lease) = leases.get_mut(&key) {
-                            lease.deadline = started + self.lease_ttl;
+                            lease.deadline.set(started + self.lease_ttl);
                         }
                     } else if let Some(lease) = leases.remove(&key) {
                         tracing::warn!(
@@ -185,7 +187,7 @@ impl Shared {
                 // Not renewed, and perhaps not for a while: a lease past its TTL may have been taken.
                 let now = Instant::now();
                 leases.retain(|&key, lease| {
-                    if lease.deadline > now {
+                    if lease.deadline.at() > now {
                         return true;
                     }
                     tracing::warn!(

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::batch::Batcher;
 use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
 use crate::entry::{Candidate, Work};
-use crate::store::{LockLease, LockStore, StaleLock, StoreError};
+use crate::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
 
 /// How often a `slot`-level run whose lock session died tries to take its lock again.
 const RETAKE_EVERY: Duration = Duration::from_millis(250);
@@ -149,6 +149,7 @@ impl LockGuard {
             key: lease.key,
             token: lease.token,
             lost: lease.lost,
+            deadline: lease.deadline,
             fatal,
             done,
             released: false,
@@ -201,6 +202,8 @@ struct HeldLock {
     /// The lease's fencing token, when the store's locks have one.
     token: Option<i64>,
     lost: CancellationToken,
+    /// When the lease lapses unless renewed (Redis).
+    deadline: Option<LeaseDeadline>,
     /// Whether losing the lock ends the run (`lock` level) or not (`slot` level).
     fatal: bool,
     /// Tells the re-taking task (`slot` level) that the run is over.
@@ -219,6 +222,10 @@ impl Permit for HeldLock {
 
     fn loss(&self) -> Option<CancellationToken> {
         self.fatal.then(|| self.lost.clone())
+    }
+
+    fn deadline(&self) -> Option<LeaseDeadline> {
+        self.deadline.clone().filter(|_| self.fatal)
     }
 
     async fn release(mut self: Box<Self>, _outcome: &RunOutcome) -> Option<bool> {

@@ -149,6 +149,12 @@ pub(crate) trait Permit: Send + Sync {
         None
     }
 
+    /// When the hold lapses unless renewed, for a layer whose [`loss`](Self::loss) ends the run
+    /// and whose store renews a lease: from then on the run counts as lost.
+    fn deadline(&self) -> Option<crate::store::LeaseDeadline> {
+        None
+    }
+
     /// Where the run's checkpoints are saved and read (the slot layer).
     fn checkpoints(&self) -> Option<std::sync::Arc<dyn crate::context::Checkpoints>> {
         None

@@ -78,6 +78,7 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         Arc::clone(&rt.state),
         (stop.clone(), lost.clone()),
     );
+    ctx.deadlines = permits.iter().filter_map(|p| p.deadline()).collect();
     if let Some(checkpoints) = permits.iter().find_map(|p| p.checkpoints()) {
         match checkpoints.load().await {
             Ok(saved) => ctx.checkpoint = saved.map(Arc::from),

@@ -671,6 +671,7 @@ impl LockStore for MemoryBackend {
                     key,
                     lost,
                     token: None,
+                    deadline: None,
                 })
             })
             .collect())

@@ -16,6 +16,7 @@ use crate::ErrorClass;
 use crate::policy::Overlap;
 
 pub mod admin;
+mod deadline;
 pub mod memory;
 pub mod replicas;
 pub mod retention;
@@ -25,6 +26,7 @@ pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunFilter, RunRecord,
 };
+pub use deadline::LeaseDeadline;
 pub use replicas::{ReplicaInfo, ReplicaRecord, ReplicaStore};
 pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionStore};
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
@@ -476,6 +478,12 @@ pub struct LockLease {
     /// writes carrying a token lower than the highest it has seen makes a late holder harmless.
     /// `None` for locks tied to a live session (PostgreSQL advisory locks, the memory backend).
     pub token: Option<i64>,
+    /// When the lease lapses unless renewed, for stores that renew their leases in the background
+    /// (Redis, SQLite): a run at the `lock` level counts as lost from then on
+    /// ([`JobContext::is_lost`](crate::JobContext::is_lost)), even before the store's renewal task
+    /// has run to cancel [`lost`](Self::lost) (a process frozen past the deadline). `None` where
+    /// the store tells a loss only through `lost`.
+    pub deadline: Option<LeaseDeadline>,
 }
 
 /// Cluster-wide locks, keyed by 64-bit integers from the scheduler's key registry.
