@@ -238,7 +238,7 @@ async fn retry(
     };
     let by = ChangeRequest::new(operator.0.clone(), body.reason.clone());
     match admin.retry(&job, slot, &body.partition, &by).await {
-        Ok(run) => HttpResponse::Ok().json(run_json(&run)),
+        Ok(retried) => HttpResponse::Ok().json(run_json(&retried.run)),
         Err(e) => admin_error(e),
     }
 }

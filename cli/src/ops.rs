@@ -599,12 +599,11 @@ impl Plan {
                     code: outcome_code(&run),
                 });
             }
-            Plan::Retry(slot, by) => {
-                let run = admin
+            Plan::Retry(slot, by) => show::retried(
+                &admin
                     .retry(&slot.job, slot.at, &slot.partition, &by)
-                    .await?;
-                show::retried(&run, admin.job(&slot.job).await?.paused)
-            }
+                    .await?,
+            ),
             Plan::Cancel(slot, by) => show::cancelled(
                 &admin
                     .cancel(&slot.job, slot.at, &slot.partition, &by)

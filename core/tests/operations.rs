@@ -265,9 +265,9 @@ async fn retry_of_a_dead_slot_is_a_new_attempt_of_the_same_run() {
     let mut ok = 0;
     for t in tasks {
         match t.await.unwrap() {
-            Ok(run) => {
+            Ok(retried) => {
                 ok += 1;
-                assert_eq!(run.status, RunStatus::Pending);
+                assert_eq!(retried.run.status, RunStatus::Pending);
             }
             Err(AdminError::Refused { status, .. }) => assert_eq!(status, RunStatus::Pending),
             Err(e) => panic!("{e}"),

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Triggered};
+use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Retried, Triggered};
 use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
 
 mod run;
@@ -374,10 +374,11 @@ pub(super) fn backfilled(report: &BackfillReport, per_second: f64) -> String {
 }
 
 /// `slotguard retry`: what happens next, which waits for the resume while the job is paused.
-pub(super) fn retried(run: &RunRecord, job_paused: bool) -> String {
+pub(super) fn retried(retried: &Retried) -> String {
+    let run = &retried.run;
     let job = cell(&run.key.job);
     let next = run.attempt + 1;
-    let outlook = if job_paused {
+    let outlook = if retried.job_paused {
         format!(
             "the job is paused, so attempt {next} waits and starts after `slotguard resume {job}`"
         )

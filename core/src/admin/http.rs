@@ -122,7 +122,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobMissed,
-    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, retry_outlook, shown,
+    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, shown,
 };
 use crate::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus, SlotKey,
@@ -333,14 +333,13 @@ async fn retry(
     let slot = instant("scheduleSlot", &body.schedule_slot)?;
     let by = change_request(actor, body.actor, body.reason);
     let partition = body.partition.unwrap_or_default();
-    let run = admin.retry(&job, slot, &partition, &by).await?;
-    let job_paused = admin.job(&job).await?.paused;
+    let retried = admin.retry(&job, slot, &partition, &by).await?;
     Ok(json(
         StatusCode::OK,
         &RetriedDto {
-            run: RunDto::from(&run),
-            job_paused,
-            message: retry_outlook(job_paused),
+            run: RunDto::from(&retried.run),
+            job_paused: retried.job_paused,
+            message: retried.outlook(),
         },
     ))
 }

@@ -219,6 +219,28 @@ impl JobStatus {
     }
 }
 
+/// A run [`Admin::retry`] made due again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retried {
+    /// The run, `pending` and due now.
+    pub run: RunRecord,
+    /// Whether the job was paused when the retry was accepted: then the attempt waits (`pending`)
+    /// and starts after the job is resumed.
+    pub job_paused: bool,
+}
+
+impl Retried {
+    /// What happens to the run next, in one sentence, as the HTTP router answers it (`message`).
+    pub fn outlook(&self) -> &'static str {
+        if self.job_paused {
+            "the job is paused, so the attempt waits (pending) and starts after the job is resumed"
+        } else {
+            "a replica running the job starts the next attempt within one recovery poll (10 s by \
+             default), or, while none is up, when one starts"
+        }
+    }
+}
+
 /// A manual run, created by [`Admin::trigger`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Triggered {
@@ -467,19 +489,19 @@ impl Admin {
             })
     }
 
-    /// Makes a finished slot run again (see [`retry_outlook`] for what to tell the operator): a new attempt of the same run (same slot, same idempotency
-    /// key), claimed by a replica running the job within one recovery poll. Refused while the run is
-    /// `running` or `pending`, and for a `succeeded` run. Of concurrent retries, exactly one is
-    /// accepted.
+    /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
+    /// key), claimed by a replica running the job within one recovery poll, or after the resume
+    /// while the job is paused ([`Retried::outlook`]). Refused while the run is `running` or
+    /// `pending`, and for a `succeeded` run. Of concurrent retries, exactly one is accepted.
     pub async fn retry(
         &self,
         job: &str,
         slot: DateTime<Utc>,
         partition: &str,
         by: &ChangeRequest,
-    ) -> Result<RunRecord, AdminError> {
+    ) -> Result<Retried, AdminError> {
         let audit = by.entry("retry")?;
-        self.job(job).await?;
+        let job_paused = self.job(job).await?.paused;
         partition_key(partition)?;
         let key = SlotKey {
             job: job.to_owned(),
@@ -487,7 +509,8 @@ impl Admin {
             partition: partition.to_owned(),
         };
         let change = self.store.retry(&key, &audit).await?;
-        self.changed("retry", &key, change).await
+        let run = self.changed("retry", &key, change).await?;
+        Ok(Retried { run, job_paused })
     }
 
     /// Cancels a `running` or `pending` run: it ends `failed` (permanent, with the reason); the
@@ -732,17 +755,6 @@ fn ordered(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), AdminError> {
             rfc3339(&to)
         ),
     })
-}
-
-/// What happens to a run [`Admin::retry`] made due, in one sentence, as the HTTP router answers it
-/// (`message`): while its job is paused, the attempt waits (`pending`) for the resume.
-pub fn retry_outlook(job_paused: bool) -> &'static str {
-    if job_paused {
-        "the job is paused, so the attempt waits (pending) and starts after the job is resumed"
-    } else {
-        "a replica running the job starts the next attempt within one recovery poll (10 s by \
-         default), or, while none is up, when one starts"
-    }
 }
 
 /// `at`, or the next millisecond if `at` is on a whole second (a scheduled slot's instant).
