@@ -66,12 +66,16 @@ pub(crate) async fn due_round(
     if batch.is_empty() {
         return 0;
     }
-    let admission = chain::admit(rt, batch.clone()).await;
+    let direct: Vec<Arc<JobEntry>> = batch
+        .iter()
+        .filter(|c| asks_directly(rt, &c.job))
+        .map(|c| Arc::clone(&c.job))
+        .collect();
+    let admission = chain::admit(rt, batch).await;
     let started = admission.runs.len();
-    for candidate in batch.iter().filter(|c| asks_directly(rt, &c.job)) {
+    for job in &direct {
         // A run of the job going on here may have work waiting behind it (a buffered slot): its
         // end looks again.
-        let job = &candidate.job;
         let got = admission.runs.iter().any(|a| Arc::ptr_eq(&a.job, job));
         let busy = job.bodies.load(Ordering::Acquire) > 0;
         job.backlog.store(got || busy, Ordering::Release);
@@ -109,17 +113,11 @@ async fn which_due(
     slots: &crate::guard::slot::SlotGuard,
     jobs: &[&Arc<JobEntry>],
 ) -> Option<Vec<String>> {
-    let asked: Vec<_> = jobs
-        .iter()
-        .filter(|j| !asks_directly(rt, j))
-        .map(|j| j.due_spec())
-        .collect();
-    let mut due: Vec<String> = jobs
-        .iter()
-        .filter(|j| asks_directly(rt, j))
-        .map(|j| j.name.to_string())
-        .collect();
+    let (direct, asked): (Vec<&Arc<JobEntry>>, Vec<&Arc<JobEntry>>) =
+        jobs.iter().partition(|j| asks_directly(rt, j));
+    let mut due: Vec<String> = direct.iter().map(|j| j.name.to_string()).collect();
     if !asked.is_empty() {
+        let asked: Vec<_> = asked.iter().map(|j| j.due_spec()).collect();
         match slots.store.due_jobs(&asked).await {
             Ok(found) => due.extend(found),
             Err(e) => {
