@@ -97,6 +97,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 mod admin;
+mod claims;
 mod error;
 mod inspect;
 mod lease;

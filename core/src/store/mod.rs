@@ -20,6 +20,7 @@ mod deadline;
 pub mod memory;
 pub mod replicas;
 pub mod retention;
+pub mod rules;
 pub(crate) mod vocab;
 
 pub use admin::{

@@ -1,0 +1,158 @@
+//! The rules of [`SlotStore::claim_due`](crate::store::SlotStore::claim_due): which runs that wait
+//! for another attempt are handed out, and which have had all their attempts.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use super::{Change, Event, RowFacts};
+use crate::policy::Overlap;
+use crate::store::{DueSpec, RunStatus};
+
+/// The decision on one `claim_due` call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DuePlan {
+    /// Runs that become `dead` (always [`Change::Bury`]), oldest slot first.
+    pub bury: Vec<(i64, Change)>,
+    /// Runs that get a new attempt for the caller, oldest slot first (the order tokens are drawn
+    /// in): `running`, attempt + 1, a fresh heartbeat, no next attempt; a still-running previous
+    /// attempt is closed `abandoned` ([`reason::HEARTBEAT_EXPIRED`](super::reason::HEARTBEAT_EXPIRED)).
+    pub claim: Vec<i64>,
+}
+
+impl DuePlan {
+    /// The events the plan implies: one [`Event::Dead`] per buried run.
+    pub fn events<'a>(&self, rows: &'a [RowFacts]) -> Vec<Event<'a>> {
+        self.bury
+            .iter()
+            .filter_map(|(id, change)| {
+                let row = rows.iter().find(|r| r.id == *id)?;
+                match change {
+                    Change::Bury { max_attempts, .. } => Some(Event::Dead {
+                        key: &row.key,
+                        run_id: *id,
+                        attempt: row.attempt,
+                        max_attempts: *max_attempts,
+                    }),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Decides a `claim_due` call at `now` (the store's clock) over `rows`: the `pending`, `abandoned`
+/// and `running` rows of the jobs in `specs` (others are ignored). A job's first spec counts.
+///
+/// 1. Stale `running` runs and `abandoned` runs due again that have had `max_attempts` attempts
+///    become `dead`, oldest first, at most `limit`; they do not count towards it. A `pending` run
+///    is never buried: one an operator enqueued or retried runs whatever its count.
+/// 2. A run is due when it is `pending` and due again, `pending` and waiting while no other run
+///    of its job and partition is `running` with a fresh heartbeat, or `abandoned` and due again or
+///    `running` and stale with attempts left.
+/// 3. Unless its job's overlap is `allow`, a run is not handed out while another run of its job
+///    and partition is `running` with a fresh heartbeat, and only the oldest due run of each job
+///    and partition is handed out.
+/// 4. A job gets at most its spec's `limit`, and at most `cluster_limit` minus its runs already
+///    `running` fresh; the call hands out at most `limit` runs, oldest slot first.
+pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit: usize) -> DuePlan {
+    let mut spec_of: HashMap<&str, &DueSpec> = HashMap::new();
+    for spec in specs {
+        spec_of.entry(spec.job.as_str()).or_insert(spec);
+    }
+    let mut rows: Vec<(&RowFacts, &DueSpec)> = rows
+        .iter()
+        .filter_map(|row| Some((row, *spec_of.get(row.key.job.as_str())?)))
+        .collect();
+    rows.sort_by(|a, b| slot_order(a.0, b.0));
+    let busy = |row: &RowFacts| {
+        rows.iter()
+            .any(|(o, _)| o.id != row.id && o.is_sibling_of(&row.key) && o.is_fresh_running(now))
+    };
+    let exhausted = |row: &RowFacts, spec: &DueSpec| {
+        row.attempt >= spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now))
+    };
+    let bury = rows
+        .iter()
+        .filter(|(row, spec)| exhausted(row, spec))
+        .take(limit)
+        .map(|(row, spec)| {
+            let change = Change::Bury {
+                attempt: row.attempt,
+                max_attempts: spec.max_attempts,
+            };
+            (row.id, change)
+        })
+        .collect();
+    let due = |row: &RowFacts, spec: &DueSpec| match row.status {
+        RunStatus::Pending if row.is_waiting() => !busy(row),
+        RunStatus::Pending => row.is_due_again(now),
+        _ => row.attempt < spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now)),
+    };
+    let mut running: HashMap<&str, usize> = HashMap::new();
+    for (row, _) in &rows {
+        if row.is_fresh_running(now) {
+            *running.entry(row.key.job.as_str()).or_default() += 1;
+        }
+    }
+    let mut claim = Vec::new();
+    let mut handed: HashMap<&str, usize> = HashMap::new();
+    let mut pairs: HashSet<(&str, &str)> = HashSet::new();
+    for (row, spec) in &rows {
+        if claim.len() >= limit {
+            break;
+        }
+        let exclusive = spec.overlap != Overlap::Allow;
+        if !due(row, spec) || (exclusive && busy(row)) {
+            continue;
+        }
+        let pair = (row.key.job.as_str(), row.key.partition.as_str());
+        if exclusive && !pairs.insert(pair) {
+            continue;
+        }
+        let mine = handed.entry(pair.0).or_default();
+        if spec.is_full(*mine, running.get(pair.0).copied().unwrap_or(0) + *mine) {
+            continue;
+        }
+        *mine += 1;
+        claim.push(row.id);
+    }
+    DuePlan { bury, claim }
+}
+
+/// `abandoned` and due again.
+fn is_abandoned_due(row: &RowFacts, now: DateTime<Utc>) -> bool {
+    row.status == RunStatus::Abandoned && row.is_due_again(now)
+}
+
+/// Oldest slot first, then job, then partition.
+fn slot_order(a: &RowFacts, b: &RowFacts) -> std::cmp::Ordering {
+    (a.key.scheduled_at, &a.key.job, &a.key.partition).cmp(&(
+        b.key.scheduled_at,
+        &b.key.job,
+        &b.key.partition,
+    ))
+}
+
+/// Which jobs of `specs` have work waiting for `claim_due` among `rows` at `now`, sorted: runs due
+/// again (retries, hand-overs, manual and backfill runs), stale attempts, and waiting slots whose
+/// job and partition has nothing running fresh. Work that must wait for a running run of its job
+/// counts: the caller looks again when that run ends.
+pub fn jobs_with_due_work(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>) -> Vec<String> {
+    let waits = |row: &RowFacts| {
+        !rows
+            .iter()
+            .any(|o| o.is_sibling_of(&row.key) && o.is_fresh_running(now))
+    };
+    let mut jobs: Vec<String> = rows
+        .iter()
+        .filter(|row| specs.iter().any(|s| s.job == row.key.job))
+        .filter(|row| {
+            row.is_due_again(now) || row.is_stale(now) || (row.is_waiting() && waits(row))
+        })
+        .map(|row| row.key.job.clone())
+        .collect();
+    jobs.sort();
+    jobs.dedup();
+    jobs
+}

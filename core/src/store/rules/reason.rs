@@ -1,0 +1,21 @@
+//! The reasons the rules record on runs and attempts, spelled once for every store.
+
+/// A new slot recorded `skipped` because another run of its job and partition is still running.
+pub const SKIPPED_OVERLAP: &str = "overlap: a previous run is still running";
+
+/// A waiting slot (`buffer_one`) that a newer one replaced.
+pub const SUPERSEDED: &str = "overlap: superseded by a newer slot";
+
+/// A new slot that waits (`buffer_one`) for the running one to end.
+pub const WAITING: &str = "overlap: waiting for the running slot";
+
+/// A running run stopped (`replace`) for a newer slot of its job and partition.
+pub const REPLACED: &str = "replaced by a newer slot";
+
+/// A running attempt whose heartbeat is older than its threshold, by the store's clock.
+pub const HEARTBEAT_EXPIRED: &str = "heartbeat expired";
+
+/// The message of a run that has had all its attempts and became `dead`.
+pub fn exhausted(attempt: u32, max_attempts: u32) -> String {
+    format!("attempts exhausted ({attempt} of {max_attempts})")
+}
