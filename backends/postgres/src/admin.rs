@@ -10,9 +10,10 @@ use slotguard::store::{
 };
 use sqlx::Row;
 
+use crate::claims::RequestColumns;
 use crate::error::PgError;
 use crate::sql::sql;
-use crate::{PgBackend, RequestColumns, inspect};
+use crate::{PgBackend, inspect};
 
 /// The most runs or audit records one read returns.
 const MAX_LIST: usize = 10_000;

@@ -62,6 +62,7 @@ mod locks;
 /// (`benches/benches/locks.rs`), which times it beside a Redis renewal.
 #[doc(hidden)]
 pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
+mod claims;
 mod migrate;
 mod queue;
 mod replicas;
@@ -74,11 +75,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use slotguard::ErrorClass;
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore,
-    RunStatus, SlotKey, SlotStore, StaleLock, StoreError,
+    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore, SlotKey,
+    SlotStore, StaleLock, StoreError,
 };
-use slotguard::{ErrorClass, Overlap};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Row};
 use tokio_util::sync::CancellationToken;
@@ -91,6 +92,7 @@ pub use slotguard::store::AttemptRecord as AttemptRow;
 /// before the admin store.
 pub use slotguard::store::RunRecord as RunRow;
 
+use crate::claims::{RequestColumns, max_early_us};
 use crate::error::redact_url;
 use crate::locks::{LockConfig, Locks};
 use crate::sql::{Statements, sql};
@@ -465,83 +467,8 @@ impl PgBackend {
             .fetch_one(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
-        if matched == 0 {
-            tracing::warn!(
-                run_id = lease.run_id,
-                attempt = lease.attempt,
-                token = lease.token,
-                owner,
-                status = finish.status.as_str(),
-                "fenced write refused: the attempt no longer holds the run"
-            );
-        }
+        // A refused write is the runtime's to log (`accepted = false` on the run's end event).
         Ok(matched > 0)
-    }
-
-    /// `CLAIM` for `requests`: claimed for `owner`, or with `queue` enqueued for workers.
-    pub(crate) async fn claim_rows(
-        &self,
-        owner: &str,
-        requests: &[ClaimRequest],
-        queue: bool,
-    ) -> Result<Vec<Claim>, StoreError> {
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
-        let n = requests.len();
-        let cols = RequestColumns::new(requests);
-        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
-        let exclusive: Vec<&str> = requests
-            .iter()
-            .filter(|r| r.overlap != Overlap::Allow)
-            .map(|r| r.key.job.as_str())
-            .collect();
-        let query = cols
-            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
-            .bind(&overlaps)
-            .bind(max_early_us())
-            .bind(queue);
-        let rows = self.fetch_serialized(&exclusive, query).await?;
-        if rows.len() != n {
-            return Err(StoreError::Rejected(format!(
-                "claim answered {} rows for {n} requests",
-                rows.len()
-            )));
-        }
-        rows.iter()
-            .map(|row| {
-                let run_id: Option<i64> = row.try_get("run_id").map_err(PgError::from)?;
-                if row.try_get::<bool, _>("not_due").map_err(PgError::from)? {
-                    return Ok(Claim::NotDue);
-                }
-                if row.try_get::<bool, _>("queued").map_err(PgError::from)? {
-                    return Ok(Claim::Queued);
-                }
-                Ok(match run_id {
-                    Some(run_id) => {
-                        let attempt: i32 = row.try_get("attempt").map_err(PgError::from)?;
-                        Claim::Won(Lease {
-                            run_id,
-                            attempt: u32::try_from(attempt).unwrap_or(0),
-                            token: row.try_get("token").map_err(PgError::from)?,
-                        })
-                    }
-                    None => {
-                        let seen: Option<String> =
-                            row.try_get("seen_status").map_err(PgError::from)?;
-                        Claim::Taken {
-                            status: match seen {
-                                Some(s) => inspect::parse_status(&s)?,
-                                // Inserted by a concurrent claim after this statement's snapshot;
-                                // claims insert `running` unless the overlap policy said otherwise.
-                                None => RunStatus::Running,
-                            },
-                        }
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, PgError>>()
-            .map_err(StoreError::from)
     }
 
     /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
@@ -551,7 +478,7 @@ impl PgBackend {
     /// the second claim of a job waits for the first to commit and then sees its row.
     ///
     /// Cancel safe: dropping the future rolls the transaction back.
-    async fn fetch_serialized<'q>(
+    pub(crate) async fn fetch_serialized<'q>(
         &self,
         jobs: &[&str],
         query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -654,18 +581,6 @@ impl SlotStore for PgBackend {
             .await
             .map_err(PgError::from)?;
         let answers: Vec<bool> = ids.iter().map(|id| matched.contains(id)).collect();
-        for ((lease, finish), accepted) in finishes.iter().zip(&answers) {
-            if !accepted {
-                tracing::warn!(
-                    run_id = lease.run_id,
-                    attempt = lease.attempt,
-                    token = lease.token,
-                    owner,
-                    status = finish.status.as_str(),
-                    "fenced write refused: the attempt no longer holds the run"
-                );
-            }
-        }
         Ok(answers)
     }
 
@@ -747,51 +662,7 @@ impl SlotStore for PgBackend {
         specs: &[DueSpec],
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError> {
-        if specs.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (jobs, max_attempts, overlaps) = spec_columns(specs);
-        // A cluster-wide limit counts the job's running runs: its claimers take turns too.
-        let exclusive: Vec<&str> = specs
-            .iter()
-            .filter(|s| s.overlap != Overlap::Allow || s.cluster_limit.is_some())
-            .map(|s| s.job.as_str())
-            .collect();
-        let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
-        let limits: Vec<Option<i32>> = specs.iter().map(|s| int(s.limit)).collect();
-        let cluster: Vec<Option<i32>> = specs.iter().map(|s| int(s.cluster_limit)).collect();
-        let query = sqlx::query(sql(&self.inner.statements.claim_due))
-            .bind(owner)
-            .bind(&jobs)
-            .bind(&max_attempts)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(&overlaps)
-            .bind(&limits)
-            .bind(&cluster);
-        let rows = self.fetch_serialized(&exclusive, query).await?;
-        rows.iter()
-            .map(|row| -> Result<DueClaim, PgError> {
-                let attempt: i32 = row.try_get("attempt")?;
-                let trigger: String = row.try_get("trigger")?;
-                Ok(DueClaim {
-                    key: SlotKey {
-                        job: row.try_get("job_name")?,
-                        scheduled_at: row.try_get("scheduled_at")?,
-                        partition: row.try_get("partition_key")?,
-                    },
-                    lease: Lease {
-                        run_id: row.try_get("id")?,
-                        attempt: u32::try_from(attempt).unwrap_or(0),
-                        token: row.try_get("fencing_token")?,
-                    },
-                    trigger: inspect::parse_trigger(&trigger)?,
-                    zone: row.try_get("zone")?,
-                    wall: row.try_get("wall_time")?,
-                    business_date: row.try_get("business_date")?,
-                })
-            })
-            .collect::<Result<Vec<_>, PgError>>()
-            .map_err(StoreError::from)
+        self.claim_due_rows(owner, specs, limit).await
     }
 
     /// One statement for the batch (`ON CONFLICT DO NOTHING`).
@@ -810,73 +681,6 @@ impl SlotStore for PgBackend {
             .await
             .map_err(PgError::from)?;
         Ok(())
-    }
-}
-
-/// [`MAX_EARLY`](slotguard::store::MAX_EARLY) in microseconds, as `CLAIM` and `RECORD_SKIPPED`
-/// take it.
-fn max_early_us() -> i64 {
-    i64::try_from(slotguard::store::MAX_EARLY.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take
-/// them (`$2` to `$10`).
-struct RequestColumns<'a> {
-    jobs: Vec<&'a str>,
-    slots: Vec<chrono::DateTime<chrono::Utc>>,
-    partitions: Vec<&'a str>,
-    triggers: Vec<&'static str>,
-    zones: Vec<&'a str>,
-    walls: Vec<chrono::NaiveDateTime>,
-    dates: Vec<chrono::NaiveDate>,
-    fingerprints: Vec<i64>,
-    stale: Vec<i64>,
-}
-
-impl<'a> RequestColumns<'a> {
-    fn new(requests: &'a [ClaimRequest]) -> Self {
-        let n = requests.len();
-        let mut cols = RequestColumns {
-            jobs: Vec::with_capacity(n),
-            slots: Vec::with_capacity(n),
-            partitions: Vec::with_capacity(n),
-            triggers: Vec::with_capacity(n),
-            zones: Vec::with_capacity(n),
-            walls: Vec::with_capacity(n),
-            dates: Vec::with_capacity(n),
-            fingerprints: Vec::with_capacity(n),
-            stale: Vec::with_capacity(n),
-        };
-        for r in requests {
-            cols.jobs.push(r.key.job.as_str());
-            cols.slots.push(r.key.scheduled_at);
-            cols.partitions.push(r.key.partition.as_str());
-            cols.triggers.push(r.trigger.as_str());
-            cols.zones.push(r.zone.as_str());
-            cols.walls.push(r.wall);
-            cols.dates.push(r.business_date);
-            cols.fingerprints
-                .push(inspect::fingerprint_to_db(r.fingerprint));
-            cols.stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
-        }
-        cols
-    }
-
-    /// Binds `$2` to `$10` onto a query whose `$1` is bound.
-    fn bind<'q>(
-        &'q self,
-        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-        query
-            .bind(&self.jobs)
-            .bind(&self.slots)
-            .bind(&self.partitions)
-            .bind(&self.triggers)
-            .bind(&self.zones)
-            .bind(&self.walls)
-            .bind(&self.dates)
-            .bind(&self.fingerprints)
-            .bind(&self.stale)
     }
 }
 
@@ -945,7 +749,7 @@ impl Backend for PgBackend {
 }
 
 /// The columns of due specs, as `CLAIM_DUE` and `DUE_JOBS` take them.
-fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'static str>) {
+pub(crate) fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'static str>) {
     let jobs = specs.iter().map(|s| s.job.as_str()).collect();
     let max_attempts = specs
         .iter()
@@ -955,6 +759,6 @@ fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'static str>) {
     (jobs, max_attempts, overlaps)
 }
 
-fn micros(d: Duration) -> i64 {
+pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use slotguard::store::rules::reason;
 use sqlx::AssertSqlSafe;
 
 /// Takes the transaction-level claim lock of each job in `$1`, in the order of their keys (so two
@@ -127,8 +128,8 @@ ins AS (
            CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE now() END,
            CASE WHEN decision = 'skip' THEN now() END,
            CASE decision
-               WHEN 'skip' THEN 'overlap: a previous run is still running'
-               WHEN 'buffer_one' THEN 'overlap: waiting for the running slot'
+               WHEN 'skip' THEN {skipped_overlap}
+               WHEN 'buffer_one' THEN {waiting}
            END,
            zone, wall_time, business_date, trigger_kind, fingerprint,
            CASE WHEN $13 AND decision NOT IN ('skip', 'buffer_one') THEN scheduled_at END
@@ -141,7 +142,7 @@ ins AS (
 superseded AS (
     UPDATE {schema}.job_runs j
     SET status = 'skipped',
-        error_message = 'overlap: superseded by a newer slot',
+        error_message = {superseded},
         finished_at = now(),
         updated_at = now()
     FROM ins i
@@ -151,12 +152,13 @@ superseded AS (
       AND j.partition_key = i.partition_key
       AND j.status = 'pending'
       AND j.next_attempt_at IS NULL
+    RETURNING j.job_name, j.partition_key
 ),
 replaced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned',
         next_attempt_at = NULL,
-        error_message = 'replaced by a newer slot',
+        error_message = {replaced},
         finished_at = now(),
         updated_at = now()
     FROM ins i
@@ -165,11 +167,11 @@ replaced AS (
       AND j.job_name = i.job_name
       AND j.partition_key = i.partition_key
       AND j.status = 'running'
-    RETURNING j.id, j.attempt, j.fencing_token
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.partition_key
 ),
 replaced_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = 'replaced by a newer slot'
+    SET status = 'abandoned', finished_at = now(), message = {replaced}
     FROM replaced r
     WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
 ),
@@ -177,7 +179,7 @@ fenced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned',
         next_attempt_at = now(),
-        error_message = 'heartbeat expired',
+        error_message = {heartbeat_expired},
         updated_at = now()
     FROM ins i
     JOIN decided d ON d.token = i.fencing_token
@@ -189,11 +191,11 @@ fenced AS (
       AND j.scheduled_at <> i.scheduled_at
       AND j.status = 'running'
       AND j.heartbeat_at + j.stale_after < now()
-    RETURNING j.id, j.attempt
+    RETURNING j.id, j.attempt, j.job_name, j.partition_key
 ),
 fenced_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
     FROM fenced f
     WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
 ),
@@ -229,7 +231,7 @@ upd AS (
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
     FROM upd u
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
@@ -248,8 +250,17 @@ SELECT r.ord,
             ELSE u.fencing_token END AS token,
        COALESCE(i.status, cur.status) AS seen_status,
        r.not_due,
-       COALESCE(i.fencing_token = r.token AND i.next_attempt_at IS NOT NULL, false) AS queued
+       COALESCE(i.fencing_token = r.token AND i.next_attempt_at IS NOT NULL, false) AS queued,
+       COALESCE(i.fencing_token = r.token, false) AS inserted,
+       d.decision,
+       (SELECT count(*) FROM superseded s
+        WHERE s.job_name = r.job_name AND s.partition_key = r.partition_key) AS superseded,
+       (SELECT count(*) FROM replaced x
+        WHERE x.job_name = r.job_name AND x.partition_key = r.partition_key) AS replaced,
+       (SELECT array_agg(f.id ORDER BY f.id) FROM fenced f
+        WHERE f.job_name = r.job_name AND f.partition_key = r.partition_key) AS fenced
 FROM req r
+LEFT JOIN decided d ON d.ord = r.ord
 LEFT JOIN ins i
        ON i.job_name = r.job_name
       AND i.scheduled_at = r.scheduled_at
@@ -438,16 +449,17 @@ dead AS (
     UPDATE {schema}.job_runs j
     SET status = 'dead',
         next_attempt_at = NULL,
-        error_message = format('attempts exhausted (%s of %s)', j.attempt, x.max_attempts),
+        error_message = format({exhausted}, j.attempt, x.max_attempts),
         finished_at = now(),
         updated_at = now()
     FROM exhausted x
     WHERE j.id = x.id
-    RETURNING j.id, j.attempt
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
+              j."trigger", j.zone, j.wall_time, j.business_date, x.max_attempts
 ),
 dead_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
     FROM dead d
     WHERE a.run_id = d.id AND a.attempt = d.attempt AND a.status = 'running'
 ),
@@ -470,7 +482,7 @@ upd AS (
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = 'heartbeat expired'
+    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
     FROM upd u
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
@@ -479,9 +491,13 @@ attempts AS (
     SELECT id, attempt, $1, fencing_token, 'running', now() FROM upd
 )
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date
+       wall_time, business_date, false AS buried, 0 AS max_attempts
 FROM upd
-ORDER BY scheduled_at, job_name, partition_key
+UNION ALL
+SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
+       wall_time, business_date, true, max_attempts
+FROM dead
+ORDER BY buried, scheduled_at, job_name, partition_key
 "#
 );
 
@@ -1018,7 +1034,7 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn new(quoted_schema: &str) -> Self {
-        let s = |sql: &str| Arc::<str>::from(sql.replace("{schema}", quoted_schema));
+        let s = |sql: &str| Arc::<str>::from(with_reasons(&sql.replace("{schema}", quoted_schema)));
         Statements {
             claim: s(CLAIM),
             claim_due: s(CLAIM_DUE),
@@ -1074,6 +1090,19 @@ pub(crate) fn quote_schema(schema: &str) -> Option<String> {
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
     let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     (first_ok && rest_ok && schema.len() <= 63).then(|| format!("\"{schema}\""))
+}
+
+/// `sql` with the rulebook's reasons (`{skipped_overlap}`, `{waiting}`, `{superseded}`,
+/// `{replaced}`, `{heartbeat_expired}`, and `{exhausted}`, a `format()` pattern) as SQL string
+/// literals: the statements record the words [`rules::reason`] spells.
+fn with_reasons(sql: &str) -> String {
+    let literal = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    sql.replace("{skipped_overlap}", &literal(reason::SKIPPED_OVERLAP))
+        .replace("{waiting}", &literal(reason::WAITING))
+        .replace("{superseded}", &literal(reason::SUPERSEDED))
+        .replace("{replaced}", &literal(reason::REPLACED))
+        .replace("{heartbeat_expired}", &literal(reason::HEARTBEAT_EXPIRED))
+        .replace("{exhausted}", &literal(&reason::exhausted("%s", "%s")))
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ impl Runtime {
 }
 
 /// The reason recorded for a slot skipped because a run of its job was still going.
-pub(crate) const OVERLAP_SKIPPED: &str = "overlap: a previous run is still running";
+pub(crate) const OVERLAP_SKIPPED: &str = crate::store::rules::reason::SKIPPED_OVERLAP;
 
 /// The reason recorded for a slot an external trigger asked for after its catch-up window closed.
 pub(crate) const TOO_LATE: &str = "too late: older than the job's catch-up window";

@@ -15,7 +15,8 @@ pub const REPLACED: &str = "replaced by a newer slot";
 /// A running attempt whose heartbeat is older than its threshold, by the store's clock.
 pub const HEARTBEAT_EXPIRED: &str = "heartbeat expired";
 
-/// The message of a run that has had all its attempts and became `dead`.
-pub fn exhausted(attempt: u32, max_attempts: u32) -> String {
+/// The message of a run that has had all its attempts and became `dead` (any `Display` values:
+/// a store that formats in SQL passes its placeholders).
+pub fn exhausted(attempt: impl std::fmt::Display, max_attempts: impl std::fmt::Display) -> String {
     format!("attempts exhausted ({attempt} of {max_attempts})")
 }

@@ -1,0 +1,264 @@
+//! Claims and due claims on PostgreSQL: one statement per call (`CLAIM`, `CLAIM_DUE` in `sql.rs`)
+//! carries out the rules of [`slotguard::store::rules`]; this module binds the requests, reads the
+//! answers, and logs the events the rules imply from what the statement says it did.
+
+use slotguard::Overlap;
+use slotguard::store::rules::Event;
+use slotguard::store::{
+    Claim, ClaimRequest, DueClaim, DueSpec, Lease, RunStatus, SlotKey, StoreError,
+};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::error::PgError;
+use crate::sql::sql;
+use crate::{MAX_STALE_AFTER, PgBackend, inspect, micros, spec_columns};
+
+impl PgBackend {
+    /// `CLAIM` for `requests`: claimed for `owner`, or with `queue` enqueued for workers.
+    pub(crate) async fn claim_rows(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+        queue: bool,
+    ) -> Result<Vec<Claim>, StoreError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = requests.len();
+        let cols = RequestColumns::new(requests);
+        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
+        let exclusive: Vec<&str> = requests
+            .iter()
+            .filter(|r| r.overlap != Overlap::Allow)
+            .map(|r| r.key.job.as_str())
+            .collect();
+        let query = cols
+            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
+            .bind(&overlaps)
+            .bind(max_early_us())
+            .bind(queue);
+        let rows = self.fetch_serialized(&exclusive, query).await?;
+        if rows.len() != n {
+            return Err(StoreError::Rejected(format!(
+                "claim answered {} rows for {n} requests",
+                rows.len()
+            )));
+        }
+        let answers = rows
+            .iter()
+            .map(claim_answer)
+            .collect::<Result<Vec<_>, PgError>>()?;
+        for (row, request) in rows.iter().zip(requests) {
+            Event::emit_all(&claim_events(row, request)?);
+        }
+        Ok(answers)
+    }
+
+    /// `CLAIM_DUE`: the runs claimed for `owner`; the runs it buried are logged.
+    pub(crate) async fn claim_due_rows(
+        &self,
+        owner: &str,
+        specs: &[DueSpec],
+        limit: usize,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        if specs.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (jobs, max_attempts, overlaps) = spec_columns(specs);
+        // A cluster-wide limit counts the job's running runs: its claimers take turns too.
+        let exclusive: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.overlap != Overlap::Allow || s.cluster_limit.is_some())
+            .map(|s| s.job.as_str())
+            .collect();
+        let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+        let limits: Vec<Option<i32>> = specs.iter().map(|s| int(s.limit)).collect();
+        let cluster: Vec<Option<i32>> = specs.iter().map(|s| int(s.cluster_limit)).collect();
+        let query = sqlx::query(sql(&self.inner.statements.claim_due))
+            .bind(owner)
+            .bind(&jobs)
+            .bind(&max_attempts)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(&overlaps)
+            .bind(&limits)
+            .bind(&cluster);
+        let rows = self.fetch_serialized(&exclusive, query).await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (buried, max_attempts, due) = due_row(row)?;
+            if buried {
+                Event::Dead {
+                    key: &due.key,
+                    run_id: due.lease.run_id,
+                    attempt: due.lease.attempt,
+                    max_attempts,
+                }
+                .emit();
+            } else {
+                claimed.push(due);
+            }
+        }
+        Ok(claimed)
+    }
+}
+
+/// One row of `CLAIM`'s answer.
+fn claim_answer(row: &PgRow) -> Result<Claim, PgError> {
+    let run_id: Option<i64> = row.try_get("run_id")?;
+    if row.try_get::<bool, _>("not_due")? {
+        return Ok(Claim::NotDue);
+    }
+    if row.try_get::<bool, _>("queued")? {
+        return Ok(Claim::Queued);
+    }
+    Ok(match run_id {
+        Some(run_id) => {
+            let attempt: i32 = row.try_get("attempt")?;
+            Claim::Won(Lease {
+                run_id,
+                attempt: u32::try_from(attempt).unwrap_or(0),
+                token: row.try_get("token")?,
+            })
+        }
+        None => {
+            let seen: Option<String> = row.try_get("seen_status")?;
+            Claim::Taken {
+                status: match seen {
+                    Some(s) => inspect::parse_status(&s)?,
+                    // Inserted by a concurrent claim after this statement's snapshot; claims
+                    // insert `running` unless the overlap policy said otherwise.
+                    None => RunStatus::Running,
+                },
+            }
+        }
+    })
+}
+
+/// The events of one request, from what `CLAIM` says it did: the same as
+/// [`ClaimPlan::events`](slotguard::store::rules::ClaimPlan::events).
+fn claim_events<'a>(row: &PgRow, request: &'a ClaimRequest) -> Result<Vec<Event<'a>>, PgError> {
+    let key = &request.key;
+    if !row.try_get::<bool, _>("inserted")? {
+        return Ok(Vec::new());
+    }
+    let fenced: Option<Vec<i64>> = row.try_get("fenced")?;
+    let mut events: Vec<Event<'a>> = fenced
+        .unwrap_or_default()
+        .into_iter()
+        .map(|run_id| Event::Fenced { key, run_id })
+        .collect();
+    let count = |column: &str| -> Result<usize, PgError> {
+        Ok(usize::try_from(row.try_get::<i64, _>(column)?).unwrap_or(0))
+    };
+    let decision: Option<String> = row.try_get("decision")?;
+    match decision.as_deref() {
+        Some("skip") => events.push(Event::Skipped { key }),
+        Some("buffer_one") => events.push(Event::Buffered {
+            key,
+            superseded: count("superseded")?,
+        }),
+        Some("replace") if count("replaced")? > 0 => events.push(Event::Replaced {
+            key,
+            replaced: count("replaced")?,
+        }),
+        _ => {}
+    }
+    Ok(events)
+}
+
+/// One row of `CLAIM_DUE`'s answer: whether the run was buried, its job's `max_attempts` then,
+/// and the run.
+fn due_row(row: &PgRow) -> Result<(bool, u32, DueClaim), PgError> {
+    let attempt: i32 = row.try_get("attempt")?;
+    let trigger: String = row.try_get("trigger")?;
+    let max_attempts: i32 = row.try_get("max_attempts")?;
+    let claim = DueClaim {
+        key: SlotKey {
+            job: row.try_get("job_name")?,
+            scheduled_at: row.try_get("scheduled_at")?,
+            partition: row.try_get("partition_key")?,
+        },
+        lease: Lease {
+            run_id: row.try_get("id")?,
+            attempt: u32::try_from(attempt).unwrap_or(0),
+            token: row.try_get("fencing_token")?,
+        },
+        trigger: inspect::parse_trigger(&trigger)?,
+        zone: row.try_get("zone")?,
+        wall: row.try_get("wall_time")?,
+        business_date: row.try_get("business_date")?,
+    };
+    Ok((
+        row.try_get("buried")?,
+        u32::try_from(max_attempts).unwrap_or(0),
+        claim,
+    ))
+}
+
+/// [`MAX_EARLY`](slotguard::store::MAX_EARLY) in microseconds, as `CLAIM` and `RECORD_SKIPPED`
+/// take it.
+pub(crate) fn max_early_us() -> i64 {
+    i64::try_from(slotguard::store::MAX_EARLY.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take
+/// them (`$2` to `$10`).
+pub(crate) struct RequestColumns<'a> {
+    jobs: Vec<&'a str>,
+    slots: Vec<chrono::DateTime<chrono::Utc>>,
+    partitions: Vec<&'a str>,
+    triggers: Vec<&'static str>,
+    zones: Vec<&'a str>,
+    walls: Vec<chrono::NaiveDateTime>,
+    dates: Vec<chrono::NaiveDate>,
+    fingerprints: Vec<i64>,
+    stale: Vec<i64>,
+}
+
+impl<'a> RequestColumns<'a> {
+    pub(crate) fn new(requests: &'a [ClaimRequest]) -> Self {
+        let n = requests.len();
+        let mut cols = RequestColumns {
+            jobs: Vec::with_capacity(n),
+            slots: Vec::with_capacity(n),
+            partitions: Vec::with_capacity(n),
+            triggers: Vec::with_capacity(n),
+            zones: Vec::with_capacity(n),
+            walls: Vec::with_capacity(n),
+            dates: Vec::with_capacity(n),
+            fingerprints: Vec::with_capacity(n),
+            stale: Vec::with_capacity(n),
+        };
+        for r in requests {
+            cols.jobs.push(r.key.job.as_str());
+            cols.slots.push(r.key.scheduled_at);
+            cols.partitions.push(r.key.partition.as_str());
+            cols.triggers.push(r.trigger.as_str());
+            cols.zones.push(r.zone.as_str());
+            cols.walls.push(r.wall);
+            cols.dates.push(r.business_date);
+            cols.fingerprints
+                .push(inspect::fingerprint_to_db(r.fingerprint));
+            cols.stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
+        }
+        cols
+    }
+
+    /// Binds `$2` to `$10` onto a query whose `$1` is bound.
+    pub(crate) fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.jobs)
+            .bind(&self.slots)
+            .bind(&self.partitions)
+            .bind(&self.triggers)
+            .bind(&self.zones)
+            .bind(&self.walls)
+            .bind(&self.dates)
+            .bind(&self.fingerprints)
+            .bind(&self.stale)
+    }
+}
