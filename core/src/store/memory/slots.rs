@@ -147,7 +147,8 @@ impl Inner {
         run.message = finish.message.clone();
         run.error_class = finish.error_class;
         run.updated_at = now;
-        run.finished_at = (finish.retry_in.is_none()).then_some(now);
+        // As on every store: when the attempt ended, even with a retry planned.
+        run.finished_at = Some(now);
         run.next_attempt_at = finish.retry_in.map(|d| later(now, d));
         if let Some(last) = run.attempts.last_mut() {
             last.status = finish.attempt_status;

@@ -14,8 +14,8 @@ use crate::store::{DueSpec, RunStatus};
 pub struct DuePlan {
     /// Runs that become `dead` (always [`Change::Bury`]), oldest slot first.
     pub bury: Vec<(i64, Change)>,
-    /// Runs that get a new attempt for the caller, oldest slot first (the order tokens are drawn
-    /// in): `running`, attempt + 1, a fresh heartbeat, no next attempt; a still-running previous
+    /// Runs that get a new attempt for the caller, oldest slot first, each with a token above
+    /// every token handed out before the call: `running`, attempt + 1, a fresh heartbeat, no next attempt; a still-running previous
     /// attempt is closed `abandoned` ([`reason::HEARTBEAT_EXPIRED`](super::reason::HEARTBEAT_EXPIRED)).
     pub claim: Vec<i64>,
 }
@@ -135,21 +135,13 @@ fn slot_order(a: &RowFacts, b: &RowFacts) -> std::cmp::Ordering {
 }
 
 /// Which jobs of `specs` have work waiting for `claim_due` among `rows` at `now`, sorted: runs due
-/// again (retries, hand-overs, manual and backfill runs), stale attempts, and waiting slots whose
-/// job and partition has nothing running fresh. Work that must wait for a running run of its job
-/// counts: the caller looks again when that run ends.
+/// again (retries, hand-overs, manual and backfill runs), stale attempts, and waiting slots. Work
+/// that must wait for a running run of its job counts: the caller looks again when that run ends.
 pub fn jobs_with_due_work(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>) -> Vec<String> {
-    let waits = |row: &RowFacts| {
-        !rows
-            .iter()
-            .any(|o| o.is_sibling_of(&row.key) && o.is_fresh_running(now))
-    };
     let mut jobs: Vec<String> = rows
         .iter()
         .filter(|row| specs.iter().any(|s| s.job == row.key.job))
-        .filter(|row| {
-            row.is_due_again(now) || row.is_stale(now) || (row.is_waiting() && waits(row))
-        })
+        .filter(|row| row.is_due_again(now) || row.is_stale(now) || row.is_waiting())
         .map(|row| row.key.job.clone())
         .collect();
     jobs.sort();
