@@ -867,15 +867,25 @@ pub async fn slots_are_queued_once(backend: &dyn Backend) {
     assert_eq!(due.len(), 1, "{due:?}");
     assert_eq!((&due[0].key, due[0].lease.attempt), (&ahead.key, 1));
     assert_eq!(backend.next_due(&specs).await.expect("next due"), None);
-    // `skip`: a slot due while a run of its job goes on is recorded skipped, not queued.
+    // `skip`: a slot queued while a run of its job goes on is queued all the same; the worker
+    // that picks it records it skipped, as a tick at its instant would.
     let mut busy = with_overlap(past.clone(), Overlap::Skip);
     busy.key.scheduled_at += chrono::Duration::seconds(5);
-    let answer = backend.enqueue_slots(&[busy]).await.expect("enqueue");
+    let answer = backend
+        .enqueue_slots(std::slice::from_ref(&busy))
+        .await
+        .expect("enqueue");
+    assert_eq!(answer, [Claim::Queued]);
+    let skipping = [spec(job, 3).with_overlap(Overlap::Skip)];
+    let due = backend.claim_due("w3", &skipping, 10).await.expect("due");
+    assert!(due.is_empty(), "the job is busy: {due:?}");
+    let row = admin::run_of(backend, &busy.key).await;
     assert_eq!(
-        answer,
-        [Claim::Taken {
-            status: RunStatus::Skipped
-        }]
+        (row.status, row.error_message.as_deref()),
+        (
+            RunStatus::Skipped,
+            Some(slotguard::store::rules::reason::SKIPPED_OVERLAP)
+        )
     );
 }
 

@@ -83,7 +83,16 @@ impl PgBackend {
             .bind(&overlaps)
             .bind(&limits)
             .bind(&cluster);
-        let rows = self.fetch_serialized(&exclusive, query).await?;
+        let decides = specs.iter().any(|s| s.overlap != Overlap::Allow);
+        let (decided, rows) = if decides {
+            let decide = sqlx::query(sql(&self.inner.statements.decide_queued))
+                .bind(&jobs)
+                .bind(&overlaps);
+            self.decide_then_claim(&exclusive, decide, query).await?
+        } else {
+            (Vec::new(), self.fetch_serialized(&exclusive, query).await?)
+        };
+        emit_decisions(&decided)?;
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             let (buried, max_attempts, due) = due_row(row)?;
@@ -101,6 +110,72 @@ impl PgBackend {
         }
         Ok(claimed)
     }
+}
+
+impl PgBackend {
+    /// `DECIDE_QUEUED` then `CLAIM_DUE`, in one transaction after the jobs' claim locks: the
+    /// decisions' rows and the claim's.
+    async fn decide_then_claim<'q>(
+        &self,
+        jobs: &[&str],
+        decide: PgQuery<'q>,
+        claim: PgQuery<'q>,
+    ) -> Result<(Vec<PgRow>, Vec<PgRow>), PgError> {
+        let mut tx = self.inner.pool.begin().await?;
+        sqlx::query(crate::sql::LOCK_JOBS)
+            .bind(jobs)
+            .execute(&mut *tx)
+            .await?;
+        let decided = decide.fetch_all(&mut *tx).await?;
+        let claimed = claim.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok((decided, claimed))
+    }
+}
+
+/// A query with its arguments bound.
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Logs the events of `DECIDE_QUEUED`'s answer, as
+/// [`DuePlan::events`](slotguard::store::rules::DuePlan::events) implies them.
+fn emit_decisions(rows: &[PgRow]) -> Result<(), PgError> {
+    let rows: Vec<(String, SlotKey, String)> = rows
+        .iter()
+        .map(|row| -> Result<_, PgError> {
+            let key = SlotKey {
+                job: row.try_get("job_name")?,
+                scheduled_at: row.try_get("scheduled_at")?,
+                partition: row.try_get("partition_key")?,
+            };
+            Ok((row.try_get("what")?, key, row.try_get("status")?))
+        })
+        .collect::<Result<_, _>>()?;
+    let pair = |a: &SlotKey, b: &SlotKey| a.job == b.job && a.partition == b.partition;
+    let count = |key: &SlotKey, wanted: &dyn Fn(&str, &str) -> bool| {
+        rows.iter()
+            .filter(|(what, k, status)| pair(k, key) && wanted(what, status))
+            .count()
+    };
+    for (what, key, status) in &rows {
+        let waits = count(key, &|w, s| w == "decided" && s == "pending") > 0;
+        match (what.as_str(), status.as_str()) {
+            ("decided", "pending") => Event::Buffered {
+                key,
+                superseded: count(key, &|w, s| {
+                    w == "superseded" || (w == "decided" && s == "skipped")
+                }),
+            }
+            .emit(),
+            ("decided", _) if !waits => Event::Skipped { key }.emit(),
+            ("replacer", _) => Event::Replaced {
+                key,
+                replaced: count(key, &|w, _| w == "replaced"),
+            }
+            .emit(),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// One row of `CLAIM`'s answer.

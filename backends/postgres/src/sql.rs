@@ -26,10 +26,11 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds, `$13` whether to
 /// enqueue instead of claim (`SlotStore::enqueue_slots`).
 ///
-/// With `$13` (a scheduler enqueueing for workers), everything below is decided the same way, except
-/// that a slot decided `claim` or `replace` is inserted `pending` (attempt 0, no owner, no attempt
-/// row) with `next_attempt_at` at its own instant, answered `queued`, nothing is fenced, and an
-/// existing stale row is not re-claimed: a worker's `CLAIM_DUE` does all of that when it runs it.
+/// With `$13` (a scheduler enqueueing for workers), every new slot is decided `claim` whatever
+/// runs and inserted `pending` (attempt 0, no owner, no attempt row) with `next_attempt_at` at its
+/// own instant, answered `queued`; nothing is fenced, replaced or superseded, and an existing stale
+/// row is not re-claimed: the worker that picks the slot decides its overlap (`DECIDE_QUEUED`)
+/// and recovers stale rows (`CLAIM_DUE`).
 ///
 /// How it stays exclusive with any number of claimers:
 /// - `req` marks `not_due` the scheduled slots more than `$12` ahead of the database clock (their
@@ -97,7 +98,7 @@ first AS (
 decided AS (
     SELECT f.*,
            CASE
-               WHEN f.overlap = 'allow' THEN 'claim'
+               WHEN f.overlap = 'allow' OR $13 THEN 'claim'
                WHEN EXISTS (
                    SELECT 1
                    FROM {schema}.job_runs o
@@ -271,6 +272,89 @@ LEFT JOIN {schema}.job_runs cur
       AND cur.scheduled_at = r.scheduled_at
       AND cur.partition_key = r.partition_key
 ORDER BY r.ord
+"#;
+
+/// The overlap decisions on queued slots, run before `CLAIM_DUE` in its transaction (after the jobs'
+/// claim locks): a slot a scheduler queued (`pending`, attempt 0, from the schedule or catch-up,
+/// due) whose job and partition has another run `running` with a fresh heartbeat is decided by its
+/// job's policy `$2` (for jobs `$1`), as a tick decides a new slot: `skip` records it `skipped`;
+/// `buffer_one` lets the newest wait (`pending`, no next attempt) and records the older ones and a
+/// slot that waited already `skipped`; `replace` abandons the running runs (the oldest queued slot
+/// then runs through `CLAIM_DUE`). Answers what it did, for the events: `decided` rows with their
+/// new status, `superseded` waiting rows, `replaced` runs, and per job and partition under
+/// `replace` the `replacer` (the oldest queued slot).
+pub(crate) const DECIDE_QUEUED: &str = r#"
+WITH spec AS (
+    SELECT DISTINCT ON (job_name) job_name, overlap
+    FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS s(job_name, overlap, ord)
+    ORDER BY job_name, ord
+),
+queued AS MATERIALIZED (
+    SELECT q.id, q.job_name, q.partition_key, q.scheduled_at, s.overlap,
+           row_number() OVER (PARTITION BY q.job_name, q.partition_key
+                              ORDER BY q.scheduled_at DESC) AS newest
+    FROM spec s
+    JOIN {schema}.job_runs q
+      ON q.job_name >= s.job_name AND q.job_name <= s.job_name
+    WHERE s.overlap IN ('skip', 'buffer_one', 'replace')
+      AND q.status = 'pending' AND q.attempt = 0
+      AND q."trigger" IN ('schedule', 'catch_up')
+      AND q.next_attempt_at <= now()
+      AND EXISTS (
+          SELECT 1 FROM {schema}.job_runs o
+          WHERE o.job_name = q.job_name AND o.partition_key = q.partition_key
+            AND o.status = 'running' AND o.heartbeat_at + o.stale_after >= now())
+),
+decided AS (
+    UPDATE {schema}.job_runs j
+    SET status = CASE WHEN q.overlap = 'skip' OR q.newest > 1 THEN 'skipped' ELSE 'pending' END,
+        error_message = CASE WHEN q.overlap = 'skip' THEN {skipped_overlap}
+                             WHEN q.newest > 1 THEN {superseded}
+                             ELSE {waiting} END,
+        next_attempt_at = NULL,
+        finished_at = CASE WHEN q.overlap = 'skip' OR q.newest > 1 THEN now() END,
+        updated_at = now()
+    FROM queued q
+    WHERE j.id = q.id AND q.overlap IN ('skip', 'buffer_one')
+      AND j.status = 'pending' AND j.attempt = 0
+    RETURNING j.id, j.job_name, j.scheduled_at, j.partition_key, j.status
+),
+superseded AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'skipped', error_message = {superseded}, finished_at = now(), updated_at = now()
+    FROM queued q
+    WHERE q.overlap = 'buffer_one' AND q.newest = 1
+      AND j.job_name = q.job_name AND j.partition_key = q.partition_key
+      AND j.status = 'pending' AND j.next_attempt_at IS NULL AND j.id <> q.id
+    RETURNING j.id, j.job_name, j.scheduled_at, j.partition_key
+),
+replacer AS (
+    SELECT DISTINCT ON (job_name, partition_key) id, job_name, scheduled_at, partition_key
+    FROM queued
+    WHERE overlap = 'replace'
+    ORDER BY job_name, partition_key, scheduled_at
+),
+replaced AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'abandoned', next_attempt_at = NULL, error_message = {replaced},
+        finished_at = now(), updated_at = now()
+    FROM replacer p
+    WHERE j.job_name = p.job_name AND j.partition_key = p.partition_key AND j.status = 'running'
+    RETURNING j.id, j.attempt, j.job_name, j.scheduled_at, j.partition_key
+),
+replaced_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = now(), message = {replaced}
+    FROM replaced r
+    WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
+)
+SELECT 'decided' AS what, id, job_name, scheduled_at, partition_key, status FROM decided
+UNION ALL
+SELECT 'superseded', id, job_name, scheduled_at, partition_key, 'skipped' FROM superseded
+UNION ALL
+SELECT 'replaced', id, job_name, scheduled_at, partition_key, 'abandoned' FROM replaced
+UNION ALL
+SELECT 'replacer', id, job_name, scheduled_at, partition_key, 'pending' FROM replacer
 "#;
 
 /// Whether run `j` (joined to its spec `s`) is due for another attempt: `CLAIM_DUE` selects by it
@@ -997,6 +1081,7 @@ SELECT checkpoint FROM {schema}.job_runs WHERE id = $1
 pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
     pub(crate) claim_due: Arc<str>,
+    pub(crate) decide_queued: Arc<str>,
     pub(crate) due_jobs: Arc<str>,
     pub(crate) next_due: Arc<str>,
     pub(crate) existing_slots: Arc<str>,
@@ -1038,6 +1123,7 @@ impl Statements {
         Statements {
             claim: s(CLAIM),
             claim_due: s(CLAIM_DUE),
+            decide_queued: s(DECIDE_QUEUED),
             due_jobs: s(DUE_JOBS),
             next_due: s(NEXT_DUE),
             existing_slots: s(EXISTING_SLOTS),

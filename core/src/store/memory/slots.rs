@@ -269,7 +269,7 @@ impl SlotStore for MemoryBackend {
         self.check(&inner)?;
         let rows = inner.active_rows(specs);
         let plan = rules::plan_due(specs, &rows, now, limit);
-        for (id, change) in &plan.bury {
+        for (id, change) in plan.decide.iter().chain(&plan.bury) {
             if let Some(run) = inner.run_by_id(*id) {
                 run.apply(*change, now);
             }

@@ -13,8 +13,8 @@ pub enum Mode {
     /// [`SlotStore::claim`](crate::store::SlotStore::claim): a slot that runs is claimed for the
     /// caller.
     Claim,
-    /// [`SlotStore::enqueue_slots`](crate::store::SlotStore::enqueue_slots): a slot that runs is
-    /// written `pending`, due at its instant, for a worker; nothing is fenced or taken over.
+    /// [`SlotStore::enqueue_slots`](crate::store::SlotStore::enqueue_slots): a new slot is written
+    /// `pending`, due at its instant, for a worker; nothing else is decided or changed.
     Enqueue,
 }
 
@@ -133,7 +133,9 @@ impl ClaimPlan {
 ///
 /// - A scheduled slot more than [`MAX_EARLY`](crate::store::MAX_EARLY) ahead is not due.
 /// - An existing row is taken over when it is `running` with a stale heartbeat (claims only; a
-///   worker recovers it when enqueueing), and otherwise taken.
+///   worker recovers it), and otherwise taken.
+/// - Enqueueing queues a new slot whatever runs: the worker that picks it decides its overlap
+///   ([`plan_due`](super::plan_due)).
 /// - A new slot whose job and partition has another run `running` with a fresh heartbeat is
 ///   decided by the overlap policy: `skip` records it skipped; `buffer_one` lets it wait and the
 ///   older waiting slots give way; `replace` stops every running run and runs it; `allow` runs it.
@@ -159,13 +161,16 @@ pub fn plan_claim(
             _ => slot(SlotPlan::Taken(row.status)),
         };
     }
+    if mode == Mode::Enqueue {
+        // The worker that picks the slot decides its overlap then, as a tick decides it at the
+        // slot's instant: deciding it here, ahead of the instant, skipped slots whose predecessor
+        // was about to end.
+        return slot(SlotPlan::Insert(NewRow::Queued));
+    }
     let key = &request.key;
     let siblings = || siblings.iter().filter(|row| row.is_sibling_of(key));
     let busy = request.overlap != Overlap::Allow && siblings().any(|r| r.is_fresh_running(now));
-    let runs = match mode {
-        Mode::Claim => NewRow::Running,
-        Mode::Enqueue => NewRow::Queued,
-    };
+    let runs = NewRow::Running;
     let changed = |pick: &dyn Fn(&RowFacts) -> bool, change: Change| -> Vec<(i64, Change)> {
         siblings()
             .filter(|row| pick(row))
@@ -182,7 +187,7 @@ pub fn plan_claim(
             slot: SlotPlan::Insert(runs),
             changes: changed(&|r| r.status == RunStatus::Running, Change::Replace),
         },
-        (false, Overlap::Skip | Overlap::BufferOne) if mode == Mode::Claim => ClaimPlan {
+        (false, Overlap::Skip | Overlap::BufferOne) => ClaimPlan {
             slot: SlotPlan::Insert(runs),
             changes: changed(&|r| r.is_stale(now), Change::Fence),
         },

@@ -12,6 +12,13 @@ use crate::store::{DueSpec, RunStatus};
 /// The decision on one `claim_due` call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DuePlan {
+    /// Queued slots decided by their job's overlap policy because another run of their job and
+    /// partition is running ([`Change::Skip`], [`Change::Wait`], [`Change::Supersede`]), and the
+    /// running runs a queued slot stops ([`Change::Replace`]).
+    pub decide: Vec<(i64, Change)>,
+    /// For `replace`: the queued slot that stops the running runs of its job and partition, and
+    /// how many it stops.
+    pub replacing: Vec<(i64, usize)>,
     /// Runs that become `dead` (always [`Change::Bury`]), oldest slot first.
     pub bury: Vec<(i64, Change)>,
     /// Runs that get a new attempt for the caller, oldest slot first, each with a token above
@@ -21,29 +28,127 @@ pub struct DuePlan {
 }
 
 impl DuePlan {
-    /// The events the plan implies: one [`Event::Dead`] per buried run.
+    /// The events the plan implies: the overlap decisions on queued slots, then one
+    /// [`Event::Dead`] per buried run.
     pub fn events<'a>(&self, rows: &'a [RowFacts]) -> Vec<Event<'a>> {
-        self.bury
-            .iter()
-            .filter_map(|(id, change)| {
-                let row = rows.iter().find(|r| r.id == *id)?;
-                match change {
-                    Change::Bury { max_attempts, .. } => Some(Event::Dead {
-                        key: &row.key,
-                        run_id: *id,
-                        attempt: row.attempt,
-                        max_attempts: *max_attempts,
-                    }),
-                    _ => None,
-                }
-            })
-            .collect()
+        let row = |id: i64| rows.iter().find(|r| r.id == id);
+        let superseded = |of: &RowFacts| {
+            self.decide
+                .iter()
+                .filter(|(id, c)| {
+                    *c == Change::Supersede && row(*id).is_some_and(|r| r.is_sibling_of(&of.key))
+                })
+                .count()
+        };
+        let mut events = Vec::new();
+        for (id, change) in &self.decide {
+            match (change, row(*id)) {
+                (Change::Skip, Some(r)) => events.push(Event::Skipped { key: &r.key }),
+                (Change::Wait, Some(r)) => events.push(Event::Buffered {
+                    key: &r.key,
+                    superseded: superseded(r),
+                }),
+                _ => {}
+            }
+        }
+        for (id, replaced) in &self.replacing {
+            if let Some(r) = row(*id) {
+                events.push(Event::Replaced {
+                    key: &r.key,
+                    replaced: *replaced,
+                });
+            }
+        }
+        for (id, change) in &self.bury {
+            if let (Some(r), Change::Bury { max_attempts, .. }) = (row(*id), change) {
+                events.push(Event::Dead {
+                    key: &r.key,
+                    run_id: *id,
+                    attempt: r.attempt,
+                    max_attempts: *max_attempts,
+                });
+            }
+        }
+        events
+    }
+}
+
+/// Changes to rows, by id.
+type Changes = Vec<(i64, Change)>;
+
+/// The overlap decisions on queued slots: a slot a scheduler queued is decided by its job's policy
+/// when a worker picks it, as a tick decides it at the slot's instant. For each job and partition
+/// with a run `running` fresh: under `skip` its queued slots are skipped; under `buffer_one` the
+/// newest waits and the older ones, and a slot that waited already, give way; under `replace` the
+/// running runs are stopped (the oldest queued slot then runs).
+fn decide_queued(
+    rows: &[(&RowFacts, &DueSpec)],
+    now: DateTime<Utc>,
+) -> (Changes, Vec<(i64, usize)>) {
+    let mut decide = Vec::new();
+    let mut replacing = Vec::new();
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for (row, _) in rows {
+        let pair = (row.key.job.as_str(), row.key.partition.as_str());
+        if !pairs.contains(&pair) {
+            pairs.push(pair);
+        }
+    }
+    for (job, partition) in pairs {
+        let of_pair = || {
+            rows.iter()
+                .filter(move |(r, _)| r.key.job == job && r.key.partition == partition)
+        };
+        let Some((_, spec)) = of_pair().next() else {
+            continue;
+        };
+        let queued: Vec<i64> = of_pair()
+            .filter(|(r, _)| r.is_queued_slot(now))
+            .map(|(r, _)| r.id)
+            .collect();
+        if queued.is_empty() || !of_pair().any(|(r, _)| r.is_fresh_running(now)) {
+            continue;
+        }
+        match spec.overlap {
+            Overlap::Allow => {}
+            Overlap::Skip => decide.extend(queued.iter().map(|id| (*id, Change::Skip))),
+            Overlap::BufferOne => {
+                let (newest, older) = queued.split_last().expect("not empty");
+                let waiting = of_pair().filter(|(r, _)| r.is_waiting()).map(|(r, _)| r.id);
+                decide.extend(
+                    waiting
+                        .chain(older.iter().copied())
+                        .map(|id| (id, Change::Supersede)),
+                );
+                decide.push((*newest, Change::Wait));
+            }
+            Overlap::Replace => {
+                let running: Vec<i64> = of_pair()
+                    .filter(|(r, _)| r.status == RunStatus::Running)
+                    .map(|(r, _)| r.id)
+                    .collect();
+                replacing.push((queued[0], running.len()));
+                decide.extend(running.into_iter().map(|id| (id, Change::Replace)));
+            }
+        }
+    }
+    (decide, replacing)
+}
+
+/// `row` as it is once `change` is written.
+fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
+    RowFacts {
+        status: change.status(),
+        next_attempt_at: change.next_attempt_at(now),
+        ..row.clone()
     }
 }
 
 /// Decides a `claim_due` call at `now` (the store's clock) over `rows`: the `pending`, `abandoned`
 /// and `running` rows of the jobs in `specs` (others are ignored). A job's first spec counts.
 ///
+/// 0. Queued slots of a job and partition with a run `running` fresh are decided by the job's
+///    overlap policy (see [`decide_queued`]); the rest reads the rows as decided.
 /// 1. Stale `running` runs and `abandoned` runs due again that have had `max_attempts` attempts
 ///    become `dead`, oldest first, at most `limit`; they do not count towards it. A `pending` run
 ///    is never buried: one an operator enqueued or retried runs whatever its count.
@@ -65,6 +170,20 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         .filter_map(|row| Some((row, *spec_of.get(row.key.job.as_str())?)))
         .collect();
     rows.sort_by(|a, b| slot_order(a.0, b.0));
+    let (decide, replacing) = decide_queued(&rows, now);
+    let after: Vec<RowFacts> = rows
+        .iter()
+        .map(
+            |(row, _)| match decide.iter().find(|(id, _)| *id == row.id) {
+                Some((_, change)) => changed(row, *change, now),
+                None => (*row).clone(),
+            },
+        )
+        .collect();
+    let rows: Vec<(&RowFacts, &DueSpec)> = after
+        .iter()
+        .zip(rows.iter().map(|(_, spec)| *spec))
+        .collect();
     let busy = |row: &RowFacts| {
         rows.iter()
             .any(|(o, _)| o.id != row.id && o.is_sibling_of(&row.key) && o.is_fresh_running(now))
@@ -117,7 +236,12 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         *mine += 1;
         claim.push(row.id);
     }
-    DuePlan { bury, claim }
+    DuePlan {
+        decide,
+        replacing,
+        bury,
+        claim,
+    }
 }
 
 /// `abandoned` and due again.

@@ -46,6 +46,15 @@ impl RowFacts {
         self.status == RunStatus::Pending && self.next_attempt_at.is_none()
     }
 
+    /// A slot a scheduler queued that no worker has picked yet: `pending`, attempt 0, due at
+    /// its instant, from the schedule or catch-up (an operator's runs are not queued slots).
+    pub fn is_queued_slot(&self, now: DateTime<Utc>) -> bool {
+        self.status == RunStatus::Pending
+            && self.attempt == 0
+            && matches!(self.trigger, Trigger::Schedule | Trigger::CatchUp)
+            && self.is_due_again(now)
+    }
+
     /// `pending` or `abandoned` and due again at `now`.
     pub fn is_due_again(&self, now: DateTime<Utc>) -> bool {
         matches!(self.status, RunStatus::Pending | RunStatus::Abandoned)
@@ -84,6 +93,12 @@ pub enum Change {
     /// A running run stopped for a newer slot (`replace`): `abandoned` with no next attempt, so
     /// nothing recovers it, its attempt closed.
     Replace,
+    /// A queued slot a worker picked while another run of its job and partition is running
+    /// (`skip`): `skipped`, [`reason::SKIPPED_OVERLAP`].
+    Skip,
+    /// A queued slot a worker picked while another run of its job and partition is running
+    /// (`buffer_one`): it waits, `pending` with no next attempt, [`reason::WAITING`].
+    Wait,
     /// A stale or abandoned run that has had all its attempts: `dead`, its attempt closed.
     Bury {
         /// Attempts made.
@@ -98,7 +113,8 @@ impl Change {
     pub fn status(&self) -> RunStatus {
         match self {
             Change::Fence | Change::Replace => RunStatus::Abandoned,
-            Change::Supersede => RunStatus::Skipped,
+            Change::Supersede | Change::Skip => RunStatus::Skipped,
+            Change::Wait => RunStatus::Pending,
             Change::Bury { .. } => RunStatus::Dead,
         }
     }
@@ -109,6 +125,8 @@ impl Change {
             Change::Fence => reason::HEARTBEAT_EXPIRED.to_owned(),
             Change::Supersede => reason::SUPERSEDED.to_owned(),
             Change::Replace => reason::REPLACED.to_owned(),
+            Change::Skip => reason::SKIPPED_OVERLAP.to_owned(),
+            Change::Wait => reason::WAITING.to_owned(),
             Change::Bury {
                 attempt,
                 max_attempts,
@@ -124,9 +142,9 @@ impl Change {
         }
     }
 
-    /// Whether the run is finished (`finished_at` set to now); a fenced run is not.
+    /// Whether the run is finished (`finished_at` set to now); a fenced or waiting run is not.
     pub fn finishes(&self) -> bool {
-        !matches!(self, Change::Fence)
+        !matches!(self, Change::Fence | Change::Wait)
     }
 
     /// The message recorded on the run's attempt if it was still `running` (it becomes
