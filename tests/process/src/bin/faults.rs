@@ -51,6 +51,8 @@ mod dst_check;
 mod kill9;
 #[path = "faults/lock_session.rs"]
 mod lock_session;
+#[path = "faults/once_abandoned.rs"]
+mod once_abandoned;
 #[path = "faults/overrun.rs"]
 mod overrun;
 #[path = "faults/pool.rs"]
@@ -73,6 +75,8 @@ mod sigstop;
 mod terminate;
 #[path = "faults/tick_restart.rs"]
 mod tick_restart;
+#[path = "faults/worker_overlap.rs"]
+mod worker_overlap;
 #[path = "faults/workers.rs"]
 mod workers;
 

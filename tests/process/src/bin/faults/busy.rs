@@ -49,14 +49,8 @@ fn busy_replica(sc: &Sc, pool: &sqlx::PgPool, nodes: &[Node]) -> Option<(usize, 
             .block_on(sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(pool))
             .ok()?;
     let effects = read_ledger(&sc.ledger);
-    let ended: BTreeSet<i64> = effects
-        .iter()
-        .filter(|e| e.kind != "start")
-        .map(|e| e.token)
-        .collect();
-    let started: BTreeMap<i64, u32> = effects
-        .iter()
-        .filter(|e| e.kind == "start" && !ended.contains(&e.token))
+    let started: BTreeMap<i64, u32> = running_starts(&effects)
+        .into_iter()
         .map(|e| (e.token, e.pid))
         .collect();
     let mut per_node: BTreeMap<usize, Vec<String>> = BTreeMap::new();

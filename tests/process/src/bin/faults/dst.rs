@@ -20,7 +20,9 @@ use slotguard_process_tests::invariants::slot_name;
 use crate::dst_check::{Want, group_figures, judge, listed_missed};
 use crate::harness::Outcome;
 use crate::sc::{Rng, Sc};
-use crate::util::{chrono_ms, next_second, secs, secs_f, sleep_until, stop_all, with_common};
+use crate::util::{
+    chrono_ms, next_second, running_starts, secs, secs_f, sleep_until, stop_all, with_common,
+};
 
 /// The transitions: a name (the prefix of its jobs and replicas), the zone and the UTC date of the
 /// transition instant.
@@ -512,15 +514,9 @@ fn running_now(sc: &Sc, g: &Group, nodes: &[Option<Node>], now: DateTime<Utc>) -
     let slot = slot_name(second);
     let prefix = format!("{}_", g.name);
     let effects = slotguard_process_tests::read_ledger(&sc.ledger);
-    let ended: BTreeSet<i64> = effects
-        .iter()
-        .filter(|e| e.kind != "start")
-        .map(|e| e.token)
-        .collect();
-    let running: BTreeSet<u32> = effects
-        .iter()
-        .filter(|e| e.kind == "start" && e.slot == slot && e.job.starts_with(&prefix))
-        .filter(|e| !ended.contains(&e.token))
+    let running: BTreeSet<u32> = running_starts(&effects)
+        .into_iter()
+        .filter(|e| e.slot == slot && e.job.starts_with(&prefix))
         .map(|e| e.pid)
         .collect();
     nodes

@@ -6,8 +6,9 @@
 use crate::harness::Outcome;
 use crate::sc::Sc;
 use crate::{
-    busy, catchup, catchup_kill, clock, dst, kill9, lock_session, overrun, pool, proxy, race,
-    redis, restart, retries, rolling, sigstop, terminate, tick_restart, workers,
+    busy, catchup, catchup_kill, clock, dst, kill9, lock_session, once_abandoned, overrun, pool,
+    proxy, race, redis, restart, retries, rolling, sigstop, terminate, tick_restart,
+    worker_overlap, workers,
 };
 
 /// One scenario: its name on the command line, whether the CI subset runs it, what it does (for
@@ -188,5 +189,17 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         quick: true,
         what: "1 scheduler + 2 workers: pg_ctl restart -m immediate landing on a slot's instant",
         run: workers::workerrestart,
+    },
+    Scenario {
+        name: "onceabandoned",
+        quick: true,
+        what: "run-once, one pod per slot (a CronJob), 1.5 s bodies every second: pods killed mid-body, restarted after a 4 s backoff",
+        run: once_abandoned::onceabandoned,
+    },
+    Scenario {
+        name: "workeroverlap",
+        quick: true,
+        what: "no faults: 960 ms bodies every second, overlap skip, in the worker shape beside the in-process shape",
+        run: worker_overlap::workeroverlap,
     },
 ];

@@ -92,6 +92,20 @@ pub(crate) fn wait_effect(
     }
 }
 
+/// The `start`s of the ledger `effects` with nothing after them (no `end`, `lost`, `cancelled` or
+/// `failed` under the same token): the bodies running now, unless their process died.
+pub(crate) fn running_starts(effects: &[Effect]) -> Vec<&Effect> {
+    let ended: BTreeSet<i64> = effects
+        .iter()
+        .filter(|e| e.kind != "start")
+        .map(|e| e.token)
+        .collect();
+    effects
+        .iter()
+        .filter(|e| e.kind == "start" && !ended.contains(&e.token))
+        .collect()
+}
+
 pub(crate) fn index(runs: &[RunRecord]) -> BTreeMap<(String, String), &RunRecord> {
     runs.iter()
         .map(|r| ((r.key.job.clone(), slot_name(r.key.scheduled_at)), r))
