@@ -10,7 +10,7 @@
 //!         [--catch-up-rate 1] [--pool-size 5] [--skew-ms 0] [--fail-while PATH] [--max-attempts 5]
 //!         [--names a,b,c] [--tz ZONE,...] [--dst vixie|skip|shift|instant,...]
 //!         [--start-at RFC3339 [--start-at-real-ms UNIX_MS]]
-//!         [--role all|scheduler|worker|admin] [--max-runs N]
+//!         [--role all|scheduler|worker|admin] [--max-runs N] [--once SLOT|latest]
 //! ```
 //!
 //! `--overlap`, `--catch-up`, `--tz` and `--dst` take a comma-separated list, `--cron` a
@@ -30,6 +30,8 @@
 //! `--spread-ms` is `SchedulerBuilder::load_spread` (the default of a scheduler on the system clock).
 //! `--role` is `SchedulerBuilder::role` (default `all`: the replica schedules and runs); `--max-runs`
 //! is `SchedulerBuilder::max_concurrent_runs` (default: no limit).
+//! `--once SLOT` runs one slot of the first job with `Scheduler::run_once` instead of starting (a
+//! pod of a Kubernetes CronJob): it prints `once code=<exit code> <outcome>` and exits with that code.
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
@@ -45,7 +47,7 @@ use std::time::Duration;
 
 use slotguard::{
     CatchUp, Clock, ClockSync, GuardLevel, Job, JobContext, JobError, Overlap, RetryPolicy, Role,
-    Scheduler,
+    Scheduler, SlotSource,
 };
 
 /// The system clock moved by an offset (in ms) that may change while running: a replica whose wall
@@ -181,6 +183,27 @@ fn with_role(
     })
 }
 
+/// `--once`: runs `slot` of `job` as a run-once process would (a CronJob's pod), says how it ended
+/// and exits with the code that tells the platform.
+async fn run_once(builder: slotguard::SchedulerBuilder, job: &str, slot: &str) -> ! {
+    let done = match SlotSource::parse(slot) {
+        Ok(source) => match builder.build() {
+            Ok(scheduler) => scheduler.run_once(job, source).await,
+            Err(e) => {
+                say(&format!("once code=2 build: {e}"));
+                std::process::exit(2);
+            }
+        },
+        Err(e) => Err(e),
+    };
+    let (code, text) = match done {
+        Ok(done) => (done.code(), done.to_string()),
+        Err(e) => (e.code(), e.to_string()),
+    };
+    say(&format!("once code={code} {text}"));
+    std::process::exit(i32::from(code));
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args(std::env::args().collect());
@@ -290,6 +313,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.lock_store(locks);
     }
 
+    let first_job = names.first().cloned().unwrap_or_default();
     for (n, name) in names.into_iter().enumerate() {
         let ledger = Arc::clone(&ledger);
         let instance = instance.clone();
@@ -345,6 +369,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .tz(zones[n % zones.len()])
             .dst(dsts[n % dsts.len()]),
         );
+    }
+    if let Some(slot) = args.get("once") {
+        run_once(builder, &first_job, slot).await;
     }
     let handle = builder.build()?.try_start().await?;
     say("ready");

@@ -2,18 +2,18 @@
 //! overlap `skip`, bodies of 960 ms, stale threshold 3 s. Faults aim at the replica that is running
 //! the jobs right now, while newer slots of the same jobs keep falling due.
 
-use super::*;
+use crate::prelude::*;
 
 /// The stale threshold of these scenarios.
-pub(super) const BUSY_STALE_MS: u64 = 3_000;
+pub(crate) const BUSY_STALE_MS: u64 = 3_000;
 /// Their recovery poll.
-pub(super) const BUSY_POLL_MS: u64 = 500;
+pub(crate) const BUSY_POLL_MS: u64 = 500;
 /// How many jobs, every second.
-pub(super) const BUSY_JOBS: usize = 5;
+pub(crate) const BUSY_JOBS: usize = 5;
 
 /// The replicas' arguments: [`BUSY_JOBS`] jobs every second at `slot`, overlap `skip`, bodies of
 /// `work_ms`, stale [`BUSY_STALE_MS`], recovery poll [`BUSY_POLL_MS`].
-pub(super) fn busy_args(work_ms: u64) -> Vec<String> {
+pub(crate) fn busy_args(work_ms: u64) -> Vec<String> {
     strings(&[
         "--jobs",
         &BUSY_JOBS.to_string(),
@@ -49,14 +49,8 @@ fn busy_replica(sc: &Sc, pool: &sqlx::PgPool, nodes: &[Node]) -> Option<(usize, 
             .block_on(sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(pool))
             .ok()?;
     let effects = read_ledger(&sc.ledger);
-    let ended: BTreeSet<i64> = effects
-        .iter()
-        .filter(|e| e.kind != "start")
-        .map(|e| e.token)
-        .collect();
-    let started: BTreeMap<i64, u32> = effects
-        .iter()
-        .filter(|e| e.kind == "start" && !ended.contains(&e.token))
+    let started: BTreeMap<i64, u32> = running_starts(&effects)
+        .into_iter()
         .map(|e| (e.token, e.pid))
         .collect();
     let mut per_node: BTreeMap<usize, Vec<String>> = BTreeMap::new();
@@ -81,23 +75,23 @@ fn next_busy(sc: &mut Sc, pool: &sqlx::PgPool, nodes: &[Node]) -> Option<(usize,
 
 /// A fault aimed at replica `nodes[i]` while it runs the bodies of `jobs`; it returns once the
 /// effects of the fault have had time to show, and answers whether it was carried out.
-pub(super) type AtBusy<'f> =
+pub(crate) type AtBusy<'f> =
     dyn FnMut(&mut Sc, &sqlx::PgPool, &mut Vec<Node>, usize, Vec<String>) -> bool + 'f;
 
 /// What [`busy_rounds`] found.
-pub(super) struct Busy {
-    pub(super) report: Report,
-    pub(super) runs: Vec<RunRecord>,
-    pub(super) effects: Vec<Effect>,
+pub(crate) struct Busy {
+    pub(crate) report: Report,
+    pub(crate) runs: Vec<RunRecord>,
+    pub(crate) effects: Vec<Effect>,
     /// The `(job, slot)` pairs (d) was checked over.
-    pub(super) expected: BTreeSet<(String, String)>,
+    pub(crate) expected: BTreeSet<(String, String)>,
 }
 
 /// Three replicas on [`busy_args`] (960 ms bodies); `rounds` times, `fault` is aimed at the replica
 /// running job bodies at that moment. Then the replicas are stopped and the run checked, (a)-(e) over
 /// every slot of the jobs from 1 s after the start to 1 s before the last round ended. The round
 /// count, how many found a busy replica (at least half must), and a clean exit are checked here.
-pub(super) fn busy_rounds(
+pub(crate) fn busy_rounds(
     sc: &mut Sc,
     out: &mut Outcome,
     rounds: usize,
@@ -108,7 +102,7 @@ pub(super) fn busy_rounds(
 
 /// [`busy_rounds`] with the replicas started on `args` (which must run [`BUSY_JOBS`] jobs every
 /// second at `slot`, as [`busy_args`] does).
-pub(super) fn busy_rounds_on(
+pub(crate) fn busy_rounds_on(
     sc: &mut Sc,
     out: &mut Outcome,
     rounds: usize,
@@ -121,7 +115,7 @@ pub(super) fn busy_rounds_on(
 
 /// [`busy_rounds`] over processes already started: `nodes` run the job bodies and `fault` aims at
 /// them; `others` (schedulers that run no body) run beside them and are stopped with them.
-pub(super) fn busy_rounds_among(
+pub(crate) fn busy_rounds_among(
     sc: &mut Sc,
     out: &mut Outcome,
     rounds: usize,
@@ -164,18 +158,18 @@ pub(super) fn busy_rounds_among(
 
 /// The `kill -9`s of a series of rounds.
 #[derive(Default)]
-pub(super) struct Kills {
+pub(crate) struct Kills {
     /// Each killed process and when it was killed.
-    pub(super) kills: Vec<(u32, DateTime<Utc>)>,
+    pub(crate) kills: Vec<(u32, DateTime<Utc>)>,
     /// How many bodies each ran when killed.
-    pub(super) running: Vec<usize>,
+    pub(crate) running: Vec<usize>,
 }
 
 impl Kills {
     /// `kill -9` of `nodes[i]`, which runs `running` bodies; starts it again as `name` on `args`,
     /// then waits stale + 1-2 s while newer slots fall due and the killed ones go stale and are
     /// taken over.
-    pub(super) fn kill_restart(
+    pub(crate) fn kill_restart(
         &mut self,
         sc: &mut Sc,
         nodes: &mut [Node],
@@ -192,7 +186,7 @@ impl Kills {
     }
 }
 
-pub(super) fn busykill(sc: &mut Sc) -> Outcome {
+pub(crate) fn busykill(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let mut out = Outcome::new(
         "each round kill -9 hits the replica that runs job bodies right now, which is restarted (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
@@ -215,14 +209,14 @@ pub(super) fn busykill(sc: &mut Sc) -> Outcome {
 }
 
 /// A replica stopped while it ran the bodies of `jobs`.
-pub(super) struct Freeze {
-    pub(super) pid: u32,
-    pub(super) jobs: Vec<String>,
-    pub(super) stopped: DateTime<Utc>,
-    pub(super) resumed: DateTime<Utc>,
+pub(crate) struct Freeze {
+    pub(crate) pid: u32,
+    pub(crate) jobs: Vec<String>,
+    pub(crate) stopped: DateTime<Utc>,
+    pub(crate) resumed: DateTime<Utc>,
 }
 
-pub(super) fn busystop(sc: &mut Sc) -> Outcome {
+pub(crate) fn busystop(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 3 } else { 8 };
     let mut out = Outcome::new(
         "each round SIGSTOP hits the replica that runs job bodies right now and holds it 5-5.5 s (past stale 3 s), then SIGCONT (at least half the rounds find one); every job it was running starts an execution again within stale (3 s) + one recovery poll (0.5 s) + 1 s of the stop; (a)-(e): one execution of a job at a time (a woken body after a take-over is fenced), at most one accepted completion per slot, every slot recorded",
@@ -235,7 +229,7 @@ pub(super) fn busystop(sc: &mut Sc) -> Outcome {
 /// reports how long the stops held and checks (a)-(e) and that every job a stopped process was
 /// running started again within stale + one recovery poll + 1 s of the stop. Answers what the
 /// rounds found.
-pub(super) fn stop_rounds(
+pub(crate) fn stop_rounds(
     sc: &mut Sc,
     out: &mut Outcome,
     rounds: usize,
@@ -270,7 +264,7 @@ pub(super) fn stop_rounds(
 /// `SIGSTOP`s `pid`, which runs the bodies of `jobs`, for 5-5.5 s (past the stale threshold), lets
 /// it go on, and waits the stale threshold while the woken bodies end (fenced) and the take-overs
 /// finish.
-pub(super) fn stop_busy(sc: &mut Sc, pid: u32, jobs: Vec<String>) -> Freeze {
+pub(crate) fn stop_busy(sc: &mut Sc, pid: u32, jobs: Vec<String>) -> Freeze {
     signal(pid, "STOP");
     let stopped = Utc::now();
     sleep(secs(5) + sc.rng.ms(0, 500));
@@ -287,7 +281,7 @@ pub(super) fn stop_busy(sc: &mut Sc, pid: u32, jobs: Vec<String>) -> Freeze {
 
 /// For each job a frozen replica was running: how long after the stop the job's next execution
 /// started (any process, any slot); until the end of the ledger when none did.
-pub(super) fn blocked_for(
+pub(crate) fn blocked_for(
     freezes: &[Freeze],
     effects: &[Effect],
 ) -> Vec<(String, chrono::Duration)> {
@@ -316,7 +310,7 @@ pub(super) fn blocked_for(
     out
 }
 
-pub(super) fn spread(sc: &mut Sc) -> Outcome {
+pub(crate) fn spread(sc: &mut Sc) -> Outcome {
     let run_for = if sc.h.quick { 20 } else { 60 };
     let mut out = Outcome::new(
         "no faults: every replica runs at least 15% of the executions of the window; (a)-(e)",

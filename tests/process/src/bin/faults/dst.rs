@@ -10,14 +10,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use chrono_tz::Tz;
 use slotguard::store::RunStatus;
 use slotguard_process_tests::Node;
-use slotguard_process_tests::dst::{Change, POLICIES, Pattern, Policy, changes, expected, wall};
+use slotguard_process_tests::dst::{Change, POLICIES, Pattern, Policy, changes, wall};
 use slotguard_process_tests::invariants::slot_name;
 
-use super::{Outcome, Sc, chrono_ms, secs, sleep_until, stop_all, with_common};
+use crate::dst_check::{Want, group_figures, judge, listed_missed};
+use crate::harness::Outcome;
+use crate::sc::{Rng, Sc};
+use crate::util::{
+    chrono_ms, next_second, running_starts, secs, secs_f, sleep_until, stop_all, with_common,
+};
 
 /// The transitions: a name (the prefix of its jobs and replicas), the zone and the UTC date of the
 /// transition instant.
@@ -40,22 +45,22 @@ const TRANSITIONS: &[(&str, &str, (i32, u32, u32))] = &[
 ];
 
 /// One transition's replicas and jobs.
-struct Group {
-    name: &'static str,
-    tz: Tz,
-    change: Change,
+pub(crate) struct Group {
+    pub(crate) name: &'static str,
+    pub(crate) tz: Tz,
+    pub(crate) change: Change,
     /// The patterns, each with the suffix of its jobs' names.
-    patterns: Vec<(&'static str, Pattern)>,
-    replicas: usize,
+    pub(crate) patterns: Vec<(&'static str, Pattern)>,
+    pub(crate) replicas: usize,
     /// Virtual minus real time: the group's clocks read `real + shift`.
-    shift: chrono::Duration,
+    pub(crate) shift: chrono::Duration,
     /// Every replica goes down in the first pass and comes back in the second, with catch-up `all`.
-    outage: bool,
+    pub(crate) outage: bool,
 }
 
 impl Group {
     /// Every job: name, policy, fixed-time or not, pattern.
-    fn jobs(&self) -> Vec<(String, Policy, bool, &Pattern)> {
+    pub(crate) fn jobs(&self) -> Vec<(String, Policy, bool, &Pattern)> {
         let mut out = Vec::new();
         for (suffix, pattern) in &self.patterns {
             for p in POLICIES {
@@ -121,17 +126,84 @@ struct Event {
     stop: Option<&'static str>,
 }
 
-pub(super) fn dst(sc: &mut Sc) -> Outcome {
+pub(crate) fn dst(sc: &mut Sc) -> Outcome {
     let quick = sc.h.quick;
     // Seconds: start-up allowance and window before the transition, window after it.
     let (allow, pre, post) = if quick { (4, 4, 10) } else { (6, 8, 30) };
-    let step = if quick { 2 } else { 1 };
     let mut out = Outcome::new(
         "each job runs exactly the slots docs/time.md gives its DST policy (computed from chrono-tz), each once, with the documented wall time; none in gaps or second passes the policy leaves out; a replica stopped in the first pass of a repeated hour and restarted in the second runs nothing twice and loses nothing; (a)-(e)",
     );
-
     let mut groups = Vec::new();
-    for &(name, zone, (y, m, d)) in TRANSITIONS {
+    for &(name, zone, date) in TRANSITIONS {
+        match Group::new(name, zone, date, quick) {
+            Ok(g) => groups.push(g),
+            Err(e) => out.failures.push(e),
+        }
+    }
+    if !out.failures.is_empty() {
+        return out;
+    }
+    // Every group's clocks reach its transition at the same real instant, `allow + pre` seconds after
+    // the first launch, and their whole seconds are the real clock's.
+    let anchor = next_second(Utc::now());
+    sleep_until(anchor);
+    let real_t = anchor + chrono::Duration::seconds(allow + pre);
+    for g in &mut groups {
+        g.shift = g.change.at - real_t;
+    }
+    let mut play = Play::launch(sc, &groups, anchor, real_t);
+    let ready = Utc::now();
+    out.fig("all-ready-before-transition", secs_f(real_t - ready));
+    out.require(real_t - ready >= chrono_ms(2_000), || {
+        format!(
+            "the replicas were ready only {} before the transition",
+            secs_f(real_t - ready)
+        )
+    });
+    let from_real = ready + chrono_ms(1_000);
+    for e in &plan(sc, &groups, real_t, quick) {
+        play.event(sc, &mut out, &groups, e);
+    }
+    play.finish_stops();
+    sleep_until(real_t + chrono::Duration::seconds(post));
+    let end_real = Utc::now();
+    let to_real = end_real - chrono_ms(1_000);
+    play.unclean += stop_all(play.nodes.drain(..).flatten().flatten().collect());
+    let want = Want::of(&groups, (from_real, to_real), (anchor, end_real));
+    let (report, runs, effects) = sc.check(&want.must);
+    let tally = judge(&mut out, &want, &runs, &effects, &play.killed_pids);
+    let listed = listed_missed(sc, &mut out, &groups, (from_real, to_real));
+    let caught_up = runs
+        .iter()
+        .filter(|r| r.trigger == slotguard::store::Trigger::CatchUp)
+        .filter(|r| r.status == RunStatus::Succeeded)
+        .count();
+    group_figures(&mut out, &groups, &want.per_group);
+    out.fig("replicas", groups.iter().map(|g| g.replicas).sum::<usize>());
+    out.fig("restarts", play.restarts.join(","));
+    tally.figures(&mut out, caught_up, listed);
+    out.invariants(&report);
+    out.require(caught_up > 0, || {
+        "the group that went down in the first pass caught nothing up".into()
+    });
+    let spurious = tally.spurious;
+    out.require(spurious == 0, || {
+        format!("{spurious} rows for slots the policies do not give")
+    });
+    out.require_clean(play.unclean, "replicas");
+    out
+}
+
+impl Group {
+    /// The group of the transition of `zone` on the UTC date `(y, m, d)`: its patterns put wall
+    /// times on either side of it; an error when that date has not exactly one offset change.
+    fn new(
+        name: &'static str,
+        zone: &str,
+        (y, m, d): (i32, u32, u32),
+        quick: bool,
+    ) -> Result<Group, String> {
+        let step = if quick { 2 } else { 1 };
         let tz: Tz = zone.parse().expect("a zone chrono-tz knows");
         let day = NaiveDate::from_ymd_opt(y, m, d)
             .expect("a date")
@@ -140,11 +212,10 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
             .and_utc();
         let found = changes(tz, day, day + chrono::Duration::days(1));
         let [change] = found[..] else {
-            out.failures.push(format!(
+            return Err(format!(
                 "{zone}: {} offset changes on {y}-{m:02}-{d:02} UTC (want 1)",
                 found.len()
             ));
-            continue;
         };
         // The wall times on either side of the transition: the last before it, and the first of
         // the gap (when the clock springs forward) or of the second pass (when it falls back).
@@ -175,14 +246,12 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
                     list.push(v);
                 }
             }
-            patterns.push((
-                "w",
-                Pattern {
-                    step,
-                    minutes,
-                    hours,
-                },
-            ));
+            let wide = Pattern {
+                step,
+                minutes,
+                hours,
+            };
+            patterns.push(("w", wide));
         }
         let outage = name.ends_with('o');
         let replicas = if change.after < change.before && !outage {
@@ -190,7 +259,7 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
         } else {
             2
         };
-        groups.push(Group {
+        Ok(Group {
             name,
             tz,
             change,
@@ -198,85 +267,56 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
             replicas: if quick || outage { replicas } else { 3 },
             shift: chrono::Duration::zero(),
             outage,
-        });
-    }
-    if !out.failures.is_empty() {
-        return out;
-    }
-
-    // Every group's clocks reach its transition at the same real instant, `allow + pre` seconds after
-    // the first launch, and their whole seconds are the real clock's.
-    let anchor = super::next_second(Utc::now());
-    sleep_until(anchor);
-    let lead = chrono::Duration::seconds(allow + pre);
-    let real_t = anchor + lead;
-    for g in &mut groups {
-        g.shift = g.change.at - real_t;
-    }
-    let args: Vec<Vec<String>> = groups
-        .iter()
-        .map(|g| g.args(anchor + g.shift, anchor))
-        .collect();
-    let port = sc.h.cluster.port();
-    let mut nodes: Vec<Vec<Option<Node>>> = groups
-        .iter()
-        .zip(&args)
-        .map(|(g, a)| {
-            (0..g.replicas)
-                .map(|i| Some(sc.launch(&format!("{}{i}", g.name), port, a)))
-                .collect()
         })
-        .collect();
-    for node in nodes.iter_mut().flatten().flatten() {
-        node.wait_for("ready", secs(60));
     }
-    let ready = Utc::now();
-    out.fig("all-ready-before-transition", super::secs_f(real_t - ready));
-    out.require(real_t - ready >= chrono_ms(2_000), || {
-        format!(
-            "the replicas were ready only {} before the transition",
-            super::secs_f(real_t - ready)
-        )
-    });
-    let from_real = ready + chrono_ms(1_000);
 
-    // In each zone with a repeated hour: stop one replica in the first pass, start it again in the
-    // second (and, in the full set, once more inside the second pass). The outage groups stop every
-    // replica before T and start them again after it.
+    /// The pattern's step in seconds (1, or 2 in the quick set).
+    fn step(&self) -> u32 {
+        self.patterns[0].1.step
+    }
+}
+
+/// When a stop lands: a kill lands 5-250 ms into a second that has slots: between a replica's lock
+/// and its claim (the others' second look at the slot runs it), or in the job bodies (300 ms of
+/// work), whose runs are taken over, named as they were claimed. The groups' whole seconds are the
+/// real clock's, and each shift is a whole number of seconds.
+fn mid_run(rng: &mut Rng, at: DateTime<Utc>, kind: &str, g: &Group) -> DateTime<Utc> {
+    if kind != "KILL" {
+        return at;
+    }
+    let v = (at + g.shift).timestamp();
+    let v = v - v.rem_euclid(i64::from(g.step()));
+    DateTime::from_timestamp(v, 0).expect("in range") - g.shift
+        + chrono::Duration::from_std(rng.ms(5, 250)).expect("small")
+}
+
+/// A seeded instant `lo..=hi` ms from `t` (negative: before it).
+fn around(rng: &mut Rng, t: DateTime<Utc>, lo: u64, hi: u64, before: bool) -> DateTime<Utc> {
+    let d = chrono::Duration::from_std(rng.ms(lo, hi)).expect("small");
+    if before { t - d } else { t + d }
+}
+
+/// The stops and starts, in time order. In each zone with a repeated hour: stop one replica in the
+/// first pass, start it again in the second (and, in the full set, once more inside the second
+/// pass). The outage groups stop every replica before T and start them again after it.
+fn plan(sc: &mut Sc, groups: &[Group], real_t: DateTime<Utc>, quick: bool) -> Vec<Event> {
     let mut events = Vec::new();
-    // A kill lands 5-250 ms into a second that has slots: between a replica's lock and its claim
-    // (the others' second look at the slot runs it), or in the job bodies (300 ms of work), whose
-    // runs are taken over, named as they were claimed.
-    // The groups' whole seconds are the real clock's, and each shift is a whole number of seconds.
-    let mid_run = |rng: &mut super::Rng, at: DateTime<Utc>, kind: &str, g: &Group| {
-        if kind != "KILL" {
-            return at;
-        }
-        let v = (at + g.shift).timestamp();
-        let v = v - v.rem_euclid(i64::from(step));
-        DateTime::from_timestamp(v, 0).expect("in range") - g.shift
-            + chrono::Duration::from_std(rng.ms(5, 250)).expect("small")
+    let event = |at, group, replica, stop| Event {
+        at,
+        group,
+        replica,
+        stop,
     };
     for (gi, g) in groups.iter().enumerate() {
         if !g.repeats() && !g.outage {
             continue;
         }
-        let before = real_t - chrono::Duration::from_std(sc.rng.ms(1_000, 3_000)).expect("small");
-        let after = real_t + chrono::Duration::from_std(sc.rng.ms(500, 2_500)).expect("small");
+        let before = around(&mut sc.rng, real_t, 1_000, 3_000, true);
+        let after = around(&mut sc.rng, real_t, 500, 2_500, false);
         if g.outage {
             for replica in 0..g.replicas {
-                events.push(Event {
-                    at: before,
-                    group: gi,
-                    replica: Some(replica),
-                    stop: Some("TERM"),
-                });
-                events.push(Event {
-                    at: after,
-                    group: gi,
-                    replica: Some(replica),
-                    stop: None,
-                });
+                events.push(event(before, gi, Some(replica), Some("TERM")));
+                events.push(event(after, gi, Some(replica), None));
             }
             continue;
         }
@@ -286,345 +326,185 @@ pub(super) fn dst(sc: &mut Sc) -> Outcome {
             _ if sc.rng.below(2) == 0 => "TERM",
             _ => "KILL",
         };
-        events.push(Event {
-            at: mid_run(&mut sc.rng, before, kind, g),
-            group: gi,
-            replica: None,
-            stop: Some(kind),
-        });
-        events.push(Event {
-            at: after,
-            group: gi,
-            replica: None,
-            stop: None,
-        });
+        events.push(event(
+            mid_run(&mut sc.rng, before, kind, g),
+            gi,
+            None,
+            Some(kind),
+        ));
+        events.push(event(after, gi, None, None));
         if !quick {
             // A replica stopped and started again inside the second pass.
             let kind = if sc.rng.below(2) == 0 { "TERM" } else { "KILL" };
-            let stop =
-                real_t + chrono::Duration::from_std(sc.rng.ms(8_000, 12_000)).expect("small");
-            let start = stop + chrono::Duration::from_std(sc.rng.ms(1_000, 3_000)).expect("small");
-            events.push(Event {
-                at: mid_run(&mut sc.rng, stop, kind, g),
-                group: gi,
-                replica: None,
-                stop: Some(kind),
-            });
-            events.push(Event {
-                at: start,
-                group: gi,
-                replica: None,
-                stop: None,
-            });
+            let stop = around(&mut sc.rng, real_t, 8_000, 12_000, false);
+            let start = around(&mut sc.rng, stop, 1_000, 3_000, false);
+            events.push(event(
+                mid_run(&mut sc.rng, stop, kind, g),
+                gi,
+                None,
+                Some(kind),
+            ));
+            events.push(event(start, gi, None, None));
         }
     }
     events.sort_by_key(|e| e.at);
-    let mut unclean = 0;
-    // The killed replicas: a run they were in may be executed again.
-    let mut killed_pids = BTreeSet::new();
-    let mut restarts: Vec<String> = Vec::new();
-    // Signalled, not yet waited for: a stop is sent on time, its exit awaited before the restart.
-    let mut stopping: BTreeMap<(usize, usize), (Node, &str)> = BTreeMap::new();
-    let finish = |node: Node, kind: &str| {
+    events
+}
+
+/// The replicas while the events play.
+struct Play {
+    args: Vec<Vec<String>>,
+    /// Per group, its replicas (`None` while stopped).
+    nodes: Vec<Vec<Option<Node>>>,
+    /// The killed replicas: a run they were in may be executed again.
+    killed_pids: BTreeSet<u32>,
+    /// `instance:KIND@wall->start@wall`, per stop.
+    restarts: Vec<String>,
+    /// Signalled, not yet waited for: a stop is sent on time, its exit awaited before the restart.
+    stopping: BTreeMap<(usize, usize), (Node, &'static str)>,
+    /// Per group, the replicas stopped and not started again, in order.
+    down: Vec<Vec<usize>>,
+    /// Replicas that did not exit cleanly when stopped with SIGTERM.
+    unclean: usize,
+    /// The real instant every group's clock reaches its transition.
+    real_t: DateTime<Utc>,
+}
+
+impl Play {
+    /// Every group's replicas, started together at `anchor` on their shifted clocks, and ready.
+    fn launch(sc: &Sc, groups: &[Group], anchor: DateTime<Utc>, real_t: DateTime<Utc>) -> Play {
+        let args: Vec<Vec<String>> = groups
+            .iter()
+            .map(|g| g.args(anchor + g.shift, anchor))
+            .collect();
+        let port = sc.h.cluster.port();
+        let mut nodes: Vec<Vec<Option<Node>>> = groups
+            .iter()
+            .zip(&args)
+            .map(|(g, a)| {
+                (0..g.replicas)
+                    .map(|i| Some(sc.launch(&format!("{}{i}", g.name), port, a)))
+                    .collect()
+            })
+            .collect();
+        for node in nodes.iter_mut().flatten().flatten() {
+            node.wait_for("ready", secs(60));
+        }
+        Play {
+            args,
+            nodes,
+            killed_pids: BTreeSet::new(),
+            restarts: Vec::new(),
+            stopping: BTreeMap::new(),
+            down: vec![Vec::new(); groups.len()],
+            unclean: 0,
+            real_t,
+        }
+    }
+
+    /// Waits for `node`'s exit; answers 1 when a SIGTERM'd one did not exit cleanly.
+    fn finish(node: Node, kind: &str) -> usize {
         let (_, ok) = node.finish(secs(30));
         usize::from(kind == "TERM" && !ok)
-    };
-    // Per group, the replicas stopped and not started again, in order.
-    let mut down: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
-    for e in &events {
+    }
+
+    /// Waits for the exits of the replicas still stopping.
+    fn finish_stops(&mut self) {
+        for (node, kind) in std::mem::take(&mut self.stopping).into_values() {
+            self.unclean += Play::finish(node, kind);
+        }
+    }
+
+    /// Carries out `e` at its instant.
+    fn event(&mut self, sc: &mut Sc, out: &mut Outcome, groups: &[Group], e: &Event) {
         sleep_until(e.at);
         let g = &groups[e.group];
         let now = Utc::now() + g.shift;
+        match e.stop {
+            Some(kind) => self.stop(sc, out, g, e, kind, now),
+            None => self.start(sc, out, g, e, now),
+        }
+    }
+
+    /// Stops `e`'s replica (or one running a body of this second, or any) with `kind`.
+    fn stop(
+        &mut self,
+        sc: &mut Sc,
+        out: &mut Outcome,
+        g: &Group,
+        e: &Event,
+        kind: &'static str,
+        now: DateTime<Utc>,
+    ) {
+        let nodes = &self.nodes[e.group];
+        let live: Vec<usize> = (0..g.replicas).filter(|i| nodes[*i].is_some()).collect();
+        let Some(replica) = e.replica.or_else(|| {
+            running_now(sc, g, nodes, now).or_else(|| live.get(sc.rng.below(live.len())).copied())
+        }) else {
+            return;
+        };
+        let Some(node) = self.nodes[e.group][replica].take() else {
+            return;
+        };
+        let instance = format!("{}{replica}", g.name);
+        if e.at < self.real_t {
+            out.require(now < g.change.at, || {
+                format!("{instance} stopped at {now}, after the first pass")
+            });
+        }
+        if kind == "KILL" {
+            self.killed_pids.insert(node.pid());
+            sc.kill(node.pid());
+        } else {
+            node.signal(kind);
+        }
+        self.restarts.push(format!(
+            "{instance}:{kind}@{}",
+            wall(g.tz, now).format("%H:%M:%S%.3f")
+        ));
+        self.stopping.insert((e.group, replica), (node, kind));
+        self.down[e.group].push(replica);
+    }
+
+    /// Starts `e`'s replica (or the group's first stopped one) again, once its stop has exited; it
+    /// must come back in the second pass (or past the gap).
+    fn start(&mut self, sc: &Sc, out: &mut Outcome, g: &Group, e: &Event, now: DateTime<Utc>) {
         let c = g.change;
         // After T: in the second pass of a repeated hour, or past a gap.
         let second_pass = now >= c.at
             && (!g.repeats() || now < c.at + chrono::Duration::seconds(c.before - c.after));
-        match e.stop {
-            Some(kind) => {
-                let live: Vec<usize> = (0..g.replicas)
-                    .filter(|i| nodes[e.group][*i].is_some())
-                    .collect();
-                let Some(replica) = e.replica.or_else(|| {
-                    running_now(sc, g, &nodes[e.group], now)
-                        .or_else(|| live.get(sc.rng.below(live.len())).copied())
-                }) else {
-                    continue;
-                };
-                let Some(node) = nodes[e.group][replica].take() else {
-                    continue;
-                };
-                let instance = format!("{}{replica}", g.name);
-                if e.at < real_t {
-                    out.require(now < c.at, || {
-                        format!("{instance} stopped at {now}, after the first pass")
-                    });
-                }
-                if kind == "KILL" {
-                    killed_pids.insert(node.pid());
-                    sc.kill(node.pid());
-                } else {
-                    node.signal(kind);
-                }
-                restarts.push(format!(
-                    "{instance}:{kind}@{}",
-                    wall(g.tz, now).format("%H:%M:%S%.3f")
-                ));
-                stopping.insert((e.group, replica), (node, kind));
-                down[e.group].push(replica);
+        let down = &mut self.down[e.group];
+        let replica = match e.replica {
+            Some(r) => {
+                down.retain(|d| *d != r);
+                r
             }
-            None => {
-                let replica = match e.replica {
-                    Some(r) => {
-                        down[e.group].retain(|d| *d != r);
-                        r
-                    }
-                    None if !down[e.group].is_empty() => down[e.group].remove(0),
-                    None => continue,
-                };
-                let instance = format!("{}{replica}", g.name);
-                if let Some((node, kind)) = stopping.remove(&(e.group, replica)) {
-                    unclean += finish(node, kind);
-                }
-                let mut node = sc.launch(&instance, port, &args[e.group]);
-                node.wait_for("ready", secs(60));
-                let ready = Utc::now() + g.shift;
-                if let Some(stopped) = restarts
-                    .iter_mut()
-                    .rev()
-                    .find(|r| r.starts_with(&format!("{instance}:")))
-                {
-                    stopped.push_str(&format!(
-                        "->start@{}",
-                        wall(g.tz, ready).format("%H:%M:%S%.3f")
-                    ));
-                }
-                out.require(second_pass, || {
-                    format!("{instance} restarted at {now}: before T, or past the second pass")
-                });
-                nodes[e.group][replica] = Some(node);
-            }
-        }
-    }
-    for (node, kind) in stopping.into_values() {
-        unclean += finish(node, kind);
-    }
-    sleep_until(real_t + chrono::Duration::seconds(post));
-    let end_real = Utc::now();
-    let to_real = end_real - chrono_ms(1_000);
-    unclean += stop_all(nodes.into_iter().flatten().flatten().collect());
-
-    // What each job should have run, computed from chrono-tz.
-    let mut must: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut may: BTreeMap<(String, String), NaiveDateTime> = BTreeMap::new();
-    let mut kinds: BTreeMap<(String, String), &'static str> = BTreeMap::new();
-    let mut per_group = Vec::new();
-    for g in &groups {
-        let (from, to) = (from_real + g.shift, to_real + g.shift);
-        let (launched, ended) = (anchor + g.shift, end_real + g.shift);
-        let mut counts = Vec::new();
-        for (job, policy, fixed, pattern) in g.jobs() {
-            let all = expected(g.tz, pattern, fixed, policy, launched, ended);
-            let mut inside = 0;
-            for (at, w) in all {
-                let key = (job.clone(), slot_name(at));
-                let kind = if wall(g.tz, at) != w {
-                    "gap"
-                } else if matches!(
-                    g.tz.from_local_datetime(&w),
-                    chrono::LocalResult::Ambiguous(_, later) if later.to_utc() == at
-                ) {
-                    "second-pass"
-                } else {
-                    "regular"
-                };
-                kinds.insert(key.clone(), kind);
-                if at >= from && at <= to {
-                    must.insert(key.clone());
-                    inside += 1;
-                }
-                may.insert(key, w);
-            }
-            counts.push((job.ends_with('w'), policy, fixed, inside));
-        }
-        per_group.push(counts);
-    }
-
-    let (report, runs, effects) = sc.check(&must);
-    let mut starts: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
-    for e in effects.iter().filter(|e| e.kind == "start") {
-        starts
-            .entry((e.job.clone(), e.slot.clone()))
-            .or_default()
-            .push(e.pid);
-    }
-    let (mut spurious, mut wrong_wall, mut duplicates, mut lost, mut excused) = (0, 0, 0, 0, 0);
-    let mut ran: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut rows = BTreeSet::new();
-    for run in &runs {
-        let key = (run.key.job.clone(), slot_name(run.key.scheduled_at));
-        rows.insert(key.clone());
-        let Some(w) = may.get(&key) else {
-            spurious += 1;
-            if spurious <= 10 {
-                out.failures.push(format!(
-                    "{key:?}: a row ({}, wall {}) for a slot the policy does not give",
-                    run.status, run.wall_time
-                ));
-            }
-            continue;
+            None if !down.is_empty() => down.remove(0),
+            None => return,
         };
-        if run.wall_time != *w || run.business_date != w.date() {
-            wrong_wall += 1;
-            out.failures.push(format!(
-                "{key:?}: wall {} business date {} (want {w}, {})",
-                run.wall_time,
-                run.business_date,
-                w.date()
+        let instance = format!("{}{replica}", g.name);
+        if let Some((node, kind)) = self.stopping.remove(&(e.group, replica)) {
+            self.unclean += Play::finish(node, kind);
+        }
+        let mut node = sc.launch(&instance, sc.h.cluster.port(), &self.args[e.group]);
+        node.wait_for("ready", secs(60));
+        let ready = Utc::now() + g.shift;
+        if let Some(stopped) = self
+            .restarts
+            .iter_mut()
+            .rev()
+            .find(|r| r.starts_with(&format!("{instance}:")))
+        {
+            stopped.push_str(&format!(
+                "->start@{}",
+                wall(g.tz, ready).format("%H:%M:%S%.3f")
             ));
         }
-        let pids = starts.get(&key).map_or(&[][..], Vec::as_slice);
-        let survivors = pids.iter().filter(|p| !killed_pids.contains(*p)).count();
-        if survivors > 1 {
-            duplicates += 1;
-            out.failures
-                .push(format!("{key:?}: executed {} times", pids.len()));
-        }
-        if run.status == RunStatus::Succeeded {
-            *ran.entry(kinds.get(&key).copied().unwrap_or("regular"))
-                .or_insert(0) += 1;
-        } else if must.contains(&key) {
-            // Under overlap `skip`, a slot that falls due while another run of its job is running
-            // (a killed replica's, until it is stale; a catch-up run) is recorded skipped. Only
-            // such a run justifies the row.
-            let behind = run.status == RunStatus::Skipped
-                && run.error_message.as_deref() == Some("overlap: a previous run is still running")
-                && runs.iter().any(|other| {
-                    other.key.job == run.key.job
-                        && other.id != run.id
-                        && other.attempts.iter().any(|a| {
-                            a.started_at <= run.created_at
-                                && a.finished_at.is_none_or(|f| f >= run.created_at)
-                        })
-                });
-            if behind {
-                excused += 1;
-            } else {
-                lost += 1;
-                out.failures.push(format!(
-                    "{key:?}: ended {} ({:?})",
-                    run.status, run.error_message
-                ));
-            }
-        }
+        out.require(second_pass, || {
+            format!("{instance} restarted at {now}: before T, or past the second pass")
+        });
+        self.nodes[e.group][replica] = Some(node);
     }
-    for key in &must {
-        if !rows.contains(key) {
-            lost += 1;
-        }
-    }
-    for ((job, slot), pids) in &starts {
-        if !may.contains_key(&(job.clone(), slot.clone())) {
-            out.failures.push(format!(
-                "({job}, {slot}): executed {}x, a slot the policy does not give",
-                pids.len()
-            ));
-        }
-    }
-
-    // The admin API judges the same windows by the stored schedules: nothing may be missing.
-    let backend = sc.backend(1);
-    let admin = slotguard::admin::Admin::new(backend.clone());
-    let mut listed = 0;
-    for g in &groups {
-        for (job, ..) in g.jobs() {
-            match sc
-                .h
-                .rt
-                .block_on(admin.missed(&job, from_real + g.shift, to_real + g.shift))
-            {
-                Ok(m) => {
-                    listed += m.len();
-                    for slot in m.iter().take(3) {
-                        out.failures.push(format!(
-                            "({job}, {}): listed by Admin::missed",
-                            slot_name(slot.scheduled_at)
-                        ));
-                    }
-                }
-                Err(e) => out.failures.push(format!("Admin::missed({job}): {e}")),
-            }
-        }
-    }
-    sc.h.rt.block_on(backend.close());
-    let caught_up = runs
-        .iter()
-        .filter(|r| r.trigger == slotguard::store::Trigger::CatchUp)
-        .filter(|r| r.status == RunStatus::Succeeded)
-        .count();
-    for (g, counts) in groups.iter().zip(&per_group) {
-        let c = g.change;
-        let shown = |wide: bool| {
-            POLICIES
-                .iter()
-                .map(|p| {
-                    let n = |fixed: bool| {
-                        counts
-                            .iter()
-                            .find(|(w, q, f, _)| *w == wide && q == p && *f == fixed)
-                            .map_or(0, |(.., n)| *n)
-                    };
-                    format!("{}:{}/{}", p.name(), n(true), n(false))
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        // The clock goes from `a` to `b` at T (read as `a` with the old offset).
-        let a = wall(g.tz, c.at - chrono::Duration::seconds(1)) + chrono::Duration::seconds(1);
-        out.fig(
-            g.name,
-            format!(
-                "{}({}->{}){{{}}}{}",
-                c.at.format("%Y-%m-%dT%H:%M:%SZ"),
-                a.format("%H:%M"),
-                wall(g.tz, c.at).format("%H:%M"),
-                shown(false),
-                if g.patterns.len() > 1 {
-                    format!("+wide{{{}}}", shown(true))
-                } else {
-                    String::new()
-                }
-            ),
-        );
-    }
-    out.fig("replicas", groups.iter().map(|g| g.replicas).sum::<usize>());
-    out.fig("restarts", restarts.join(","));
-    out.fig(
-        "ran",
-        format!(
-            "regular:{},gap:{},second-pass:{}",
-            ran.get("regular").unwrap_or(&0),
-            ran.get("gap").unwrap_or(&0),
-            ran.get("second-pass").unwrap_or(&0)
-        ),
-    );
-    out.fig("outage-slots-caught-up", caught_up);
-    out.fig("listed-by-admin-missed", listed);
-    out.fig("spurious", spurious);
-    out.fig("wrong-wall", wrong_wall);
-    out.fig("duplicates", duplicates);
-    out.fig("lost", lost);
-    out.fig("skipped-behind-a-running-run", excused);
-    out.invariants(&report);
-    out.require(caught_up > 0, || {
-        "the group that went down in the first pass caught nothing up".into()
-    });
-    out.require(spurious == 0, || {
-        format!("{spurious} rows for slots the policies do not give")
-    });
-    out.require(unclean == 0, || {
-        format!("{unclean} replicas exited uncleanly")
-    });
-    out
 }
 
 /// A replica of `g` with a job body of the current second (virtual `now`) still running, by the
@@ -634,15 +514,9 @@ fn running_now(sc: &Sc, g: &Group, nodes: &[Option<Node>], now: DateTime<Utc>) -
     let slot = slot_name(second);
     let prefix = format!("{}_", g.name);
     let effects = slotguard_process_tests::read_ledger(&sc.ledger);
-    let ended: BTreeSet<i64> = effects
-        .iter()
-        .filter(|e| e.kind != "start")
-        .map(|e| e.token)
-        .collect();
-    let running: BTreeSet<u32> = effects
-        .iter()
-        .filter(|e| e.kind == "start" && e.slot == slot && e.job.starts_with(&prefix))
-        .filter(|e| !ended.contains(&e.token))
+    let running: BTreeSet<u32> = running_starts(&effects)
+        .into_iter()
+        .filter(|e| e.slot == slot && e.job.starts_with(&prefix))
         .map(|e| e.pid)
         .collect();
     nodes

@@ -1,8 +1,8 @@
 //! `locksession`: only the advisory-lock session of the replica that runs the jobs is terminated
 //! (`pg_terminate_backend`), while its slot rows stay its own.
 
-use super::busy::{BUSY_STALE_MS, busy_rounds};
-use super::*;
+use crate::busy::{BUSY_STALE_MS, busy_rounds};
+use crate::prelude::*;
 
 /// The lock session of `instance`: its backend (by `application_name`, see `PgBackend`) that holds
 /// granted session advisory locks, with their `bigint` keys (`pg_locks` shows a key's high half in
@@ -23,7 +23,7 @@ fn lock_session(sc: &Sc, pool: &sqlx::PgPool, instance: &str) -> Option<(i32, Ve
         .expect("pg_locks")
 }
 
-pub(super) fn locksession(sc: &mut Sc) -> Outcome {
+pub(crate) fn locksession(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let mut out = Outcome::new(
         "each round terminates the lock session of the replica that runs job bodies right now and holds their advisory locks (at least half the rounds find one); no slot executed more than once; no attempt recorded abandoned or failed because its lock was lost; (a)-(e)",

@@ -15,8 +15,8 @@
 use slotguard_process_tests::lease::{self, Frozen};
 use slotguard_process_tests::redis::RedisServer;
 
-use super::busy::{BUSY_JOBS, BUSY_STALE_MS, blocked_for, busy_args, busy_rounds_on, stop_busy};
-use super::*;
+use crate::busy::{BUSY_JOBS, BUSY_STALE_MS, blocked_for, busy_args, busy_rounds_on, stop_busy};
+use crate::prelude::*;
 
 /// The Redis lease's time to live in these scenarios.
 const LEASE_MS: u64 = 1_500;
@@ -31,7 +31,7 @@ fn redis_args(redis: &RedisServer) -> Vec<String> {
     ])
 }
 
-pub(super) fn redisrows(sc: &mut Sc) -> Outcome {
+pub(crate) fn redisrows(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 2 } else { 10 };
     let mut out = Outcome::new(
         "Redis locks in front of PostgreSQL rows (lease 1.5 s, stale 3 s; one fence counter per job in Redis); rounds alternate kill -9 (restarted) and SIGSTOP 5-5.5 s of the replica running job bodies right now (at least half the rounds find one); (a)-(e) over every slot of the run: one execution of a job at a time, at most one accepted completion per slot, every slot recorded",
@@ -139,7 +139,7 @@ struct Hit {
     jobs: Vec<(String, i64)>,
 }
 
-pub(super) fn redislock(sc: &mut Sc) -> Outcome {
+pub(crate) fn redislock(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let limit = chrono_ms(LEASE_MS as i64 + 2_000);
     let mut out = Outcome::new(
@@ -151,7 +151,7 @@ pub(super) fn redislock(sc: &mut Sc) -> Outcome {
     redis_was_used(&mut out, &redis, 5);
 
     let effects = read_ledger(&sc.ledger);
-    let mut report = invariants::Report::default();
+    let mut report = Report::default();
     let fenced = lease::check(&mut report, &effects, &sc.killed, &frozen, Utc::now());
     let takeovers = taken_over(&hits, &effects);
     let worst = takeovers.iter().filter_map(|t| *t).max();
@@ -264,7 +264,7 @@ fn woken_endings(frozen: &[Frozen], effects: &[Effect]) -> BTreeMap<String, usiz
     out
 }
 
-pub(super) fn redisrestart(sc: &mut Sc) -> Outcome {
+pub(crate) fn redisrestart(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 2 } else { 5 };
     let resume_limit = chrono_ms(3_000);
     let mut out = Outcome::new(
@@ -293,7 +293,7 @@ pub(super) fn redisrestart(sc: &mut Sc) -> Outcome {
     redis_was_used(&mut out, &redis, 5);
 
     let effects = read_ledger(&sc.ledger);
-    let mut report = invariants::Report::default();
+    let mut report = Report::default();
     lease::check(&mut report, &effects, &BTreeMap::new(), &[], Utc::now());
     let resumed = outage_starts(&mut out, &effects, &outages);
     let worst = resumed

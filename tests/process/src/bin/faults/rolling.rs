@@ -9,16 +9,10 @@
 //! the replica that created it. The `jobs` table holds the definition registered last (each replica
 //! registers at start-up), and `Admin::missed` judges any window by that definition.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use chrono::{DateTime, Utc};
 use slotguard::Schedule;
 use slotguard::admin::Admin;
-use slotguard::store::RunStatus;
-use slotguard_process_tests::Node;
-use slotguard_process_tests::invariants::{expect, slot_name};
 
-use super::{Outcome, Sc, chrono_ms, job_names, secs, sleep, with_common};
+use crate::prelude::*;
 
 /// The two versions of the schedule, and their seconds steps.
 const VERSIONS: [(&str, i64); 2] = [("*/2 * * * * *", 2), ("*/3 * * * * *", 3)];
@@ -57,7 +51,36 @@ fn fires(version: usize, at: DateTime<Utc>) -> bool {
     at.timestamp().rem_euclid(VERSIONS[version].1) == 0
 }
 
-pub(super) fn rolling(sc: &mut Sc) -> Outcome {
+/// The replicas while the versions roll: which version each runs, when each version's were up,
+/// and the mixed periods.
+struct Fleet {
+    coverage: [Coverage; 2],
+    /// Each running replica, its version and its index in its version's coverage.
+    nodes: Vec<(Node, usize, usize)>,
+    /// Each roll's mixed period: from the first new replica ready to the last old one signalled.
+    mixed: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Replicas that did not exit cleanly when stopped.
+    unclean: usize,
+}
+
+/// The arguments of a replica of `version`.
+fn args(version: usize) -> Vec<String> {
+    with_common(&[
+        "--jobs",
+        &JOBS.to_string(),
+        "--cron",
+        VERSIONS[version].0,
+        "--overlap",
+        "skip,allow",
+        "--work-ms",
+        "300",
+    ])
+}
+
+/// How far inside (surely) or outside (possibly) a replica's time up an instant is judged.
+const MARGIN_MS: i64 = 1_000;
+
+pub(crate) fn rolling(sc: &mut Sc) -> Outcome {
     let quick = sc.h.quick;
     // Seconds of v1 alone, then after each replacement, then at the end.
     let (alone, dwell) = if quick { (5, 5) } else { (8, 8) };
@@ -66,99 +89,118 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
     let mut out = Outcome::new(
         "while one version runs, each of its slots executed exactly once and no slot of the other; while both run, each slot of either schedule (the union) executed exactly once; every row carries the fingerprint of a version whose schedule has its instant; (a)-(e)",
     );
-    let args = |version: usize| {
-        with_common(&[
-            "--jobs",
-            &JOBS.to_string(),
-            "--cron",
-            VERSIONS[version].0,
-            "--overlap",
-            "skip,allow",
-            "--work-ms",
-            "300",
-        ])
+    let mut fleet = Fleet {
+        coverage: [Coverage::default(), Coverage::default()],
+        nodes: Vec::new(),
+        mixed: Vec::new(),
+        unclean: 0,
     };
-    let fingerprints: Vec<u64> = VERSIONS
-        .iter()
-        .map(|(cron, _)| {
-            Schedule::parse(cron, "UTC")
-                .expect("a schedule")
-                .fingerprint()
-        })
-        .collect();
-
-    let mut coverage = [Coverage::default(), Coverage::default()];
-    let mut nodes: Vec<(Node, usize, usize)> = Vec::new();
     let launched = Utc::now();
-    let mut first = sc.spawn_many(3, &args(0));
+    let first = sc.spawn_many(3, &args(0));
     let started = Utc::now();
-    for (i, node) in first.drain(..).enumerate() {
-        coverage[0].0.push(Up {
+    for (i, node) in first.into_iter().enumerate() {
+        fleet.coverage[0].0.push(Up {
             launched,
             ready: started,
             stopped: None,
         });
-        nodes.push((node, 0, i));
+        fleet.nodes.push((node, 0, i));
     }
     let from = started + chrono_ms(1_000);
     sleep(secs(alone));
-    // Each roll's mixed period: from the first new replica ready to the last old one signalled.
-    let mut mixed: Vec<(DateTime<Utc>, DateTime<Utc>)> = Vec::new();
-    let mut unclean = 0;
-    let mut generation = 0;
-    let margin = chrono_ms(1_000);
     let mut judged_after_roll = (0, 0);
-    for &(old, new) in rolls {
-        generation += 1;
+    for (generation, &(old, new)) in rolls.iter().enumerate() {
+        fleet.roll(sc, (old, new), generation + 1, dwell, started);
+        if generation == 0 {
+            judged_after_roll = v1_alone_judged(sc, &fleet.coverage, from, &mut out);
+        }
+    }
+    let end = Utc::now();
+    let to = end - chrono_ms(1_000);
+    let last_version = fleet.nodes.last().map_or(0, |n| n.1);
+    let mut finals = Vec::new();
+    for (node, version, index) in fleet.nodes.drain(..) {
+        if let Some(c) = fleet.coverage[version].0.get_mut(index) {
+            c.stopped = Some(end);
+        }
+        finals.push(node);
+    }
+    fleet.unclean += stop_all(finals);
+    let first_launch = fleet.coverage[0].0.first().map_or(started, |u| u.launched);
+    let (must, may) = instants(&fleet.coverage, (from, to), (first_launch, end));
+    let expected = expect(&job_names(JOBS), &must);
+    let (report, runs, effects) = sc.check(&expected);
+    let judged = judge_rows(&mut out, &runs, &effects, &expected, &may, &fleet.mixed);
+    let stored = stored_cron(sc);
+    out.require(stored.as_deref() == Some(VERSIONS[last_version].0), || {
+        format!("the stored definition is {stored:?}, not the last version registered")
+    });
+    let mixed_shown: Vec<String> = fleet.mixed.iter().map(|(f, t)| secs_f(*t - *f)).collect();
+    out.fig("rolls", rolls.len());
+    out.fig("mixed-periods", mixed_shown.join("/"));
+    judged.figures(&mut out, expected.len());
+    out.fig("stored-cron", format!("{:?}", stored.unwrap_or_default()));
+    out.fig(
+        "v1-alone-window-listed-by-admin-missed(v2-only-instants-there)",
+        format!("{}({})", judged_after_roll.0, judged_after_roll.1),
+    );
+    out.invariants(&report);
+    out.require_clean(fleet.unclean, "replicas");
+    out
+}
+
+impl Fleet {
+    /// One roll from version `old` to `new`: one at a time, each old replica is stopped (SIGTERM)
+    /// and a new one started as `g<generation>n<i>`, `dwell` seconds apart.
+    fn roll(
+        &mut self,
+        sc: &Sc,
+        (old, new): (usize, usize),
+        generation: usize,
+        dwell: u64,
+        started: DateTime<Utc>,
+    ) {
         let mut mixed_from = None;
         let mut mixed_to = started;
         for slot in 0..3 {
-            let (node, version, index) = nodes.remove(0);
+            let (node, version, index) = self.nodes.remove(0);
             debug_assert_eq!(version, old);
             node.signal("TERM");
             let stopped = Utc::now();
             mixed_to = stopped;
-            if let Some(c) = coverage[version].0.get_mut(index) {
+            if let Some(c) = self.coverage[version].0.get_mut(index) {
                 c.stopped = Some(stopped);
             }
             let (_, ok) = node.finish(secs(30));
-            unclean += usize::from(!ok);
+            self.unclean += usize::from(!ok);
             let name = format!("g{generation}n{slot}");
             let launched = Utc::now();
             let node = sc.spawn(&name, &args(new));
             let ready = Utc::now();
             mixed_from.get_or_insert(ready);
-            coverage[new].0.push(Up {
+            self.coverage[new].0.push(Up {
                 launched,
                 ready,
                 stopped: None,
             });
-            let index = coverage[new].0.len() - 1;
-            nodes.push((node, new, index));
+            let index = self.coverage[new].0.len() - 1;
+            self.nodes.push((node, new, index));
             sleep(secs(dwell));
         }
         if let Some(f) = mixed_from {
-            mixed.push((f, mixed_to));
-        }
-        if generation == 1 {
-            judged_after_roll = v1_alone_judged(sc, &coverage, from, margin, &mut out);
+            self.mixed.push((f, mixed_to));
         }
     }
-    let end = Utc::now();
-    let to = end - chrono_ms(1_000);
-    let last_version = nodes.last().map_or(0, |n| n.1);
-    let mut finals = Vec::new();
-    for (node, version, index) in nodes {
-        if let Some(c) = coverage[version].0.get_mut(index) {
-            c.stopped = Some(end);
-        }
-        finals.push(node);
-    }
-    unclean += super::stop_all(finals);
+}
 
-    // The instants each version's replicas were certainly (1 s inside) and possibly (1 s outside)
-    // up for.
-    let names = job_names(JOBS);
+/// The instants each version's replicas were certainly (1 s inside, within `from..=to`) and
+/// possibly (1 s outside, from 2 s before the first launch to 1 s after the end) up for.
+fn instants(
+    coverage: &[Coverage; 2],
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    (first_launch, end): (DateTime<Utc>, DateTime<Utc>),
+) -> (Vec<DateTime<Utc>>, BTreeSet<DateTime<Utc>>) {
+    let margin = chrono_ms(MARGIN_MS);
     let mut must: Vec<DateTime<Utc>> = Vec::new();
     let mut may: BTreeSet<DateTime<Utc>> = BTreeSet::new();
     let mut t = DateTime::from_timestamp(from.timestamp(), 0).expect("in range");
@@ -168,7 +210,6 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
         }
         t += chrono::Duration::seconds(1);
     }
-    let first_launch = coverage[0].0.first().map_or(started, |u| u.launched);
     let mut t = DateTime::from_timestamp(first_launch.timestamp() - 2, 0).expect("in range");
     while t <= end + margin {
         if (0..2).any(|v| fires(v, t) && coverage[v].possibly(t, margin)) {
@@ -176,41 +217,86 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
         }
         t += chrono::Duration::seconds(1);
     }
-    let expected = expect(&names, &must);
-    let (report, runs, effects) = sc.check(&expected);
-    let executions = slotguard_process_tests::executions(&effects);
+    (must, may)
+}
 
-    let (mut not_once, mut spurious, mut wrong_fingerprint) = (0, 0, 0);
-    for key in &expected {
-        if executions.get(key).copied().unwrap_or(0) != 1 {
-            not_once += 1;
-            out.failures.push(format!(
-                "{key:?}: executed {} times",
-                executions.get(key).copied().unwrap_or(0)
-            ));
+/// What the rows and executions showed.
+#[derive(Default)]
+struct Judged {
+    not_once: usize,
+    spurious: usize,
+    wrong_fingerprint: usize,
+    /// In the mixed periods: slots of v1 only, v2 only, both.
+    kinds: BTreeMap<&'static str, usize>,
+    /// Who created the slots of both.
+    shared_by: BTreeMap<&'static str, usize>,
+}
+
+impl Judged {
+    fn figures(&self, out: &mut Outcome, checked: usize) {
+        let n = |m: &BTreeMap<&str, usize>, k: &str| m.get(k).copied().unwrap_or(0);
+        out.fig(
+            "mixed-slots",
+            format!(
+                "v1-only:{},v2-only:{},both:{}(created-by-v1:{},v2:{})",
+                n(&self.kinds, "v1-only"),
+                n(&self.kinds, "v2-only"),
+                n(&self.kinds, "both"),
+                n(&self.shared_by, "v1"),
+                n(&self.shared_by, "v2")
+            ),
+        );
+        out.fig("slots-checked", checked);
+        out.fig("not-exactly-once", self.not_once);
+        out.fig("rows-of-no-running-version", self.spurious);
+        out.fig("wrong-fingerprint", self.wrong_fingerprint);
+    }
+}
+
+/// Each expected slot executed once; each row at an instant some running version had, with the
+/// fingerprint of a version firing then, and succeeded if expected.
+fn judge_rows(
+    out: &mut Outcome,
+    runs: &[RunRecord],
+    effects: &[Effect],
+    expected: &BTreeSet<(String, String)>,
+    may: &BTreeSet<DateTime<Utc>>,
+    mixed: &[(DateTime<Utc>, DateTime<Utc>)],
+) -> Judged {
+    let fingerprints: Vec<u64> = VERSIONS
+        .iter()
+        .map(|(cron, _)| {
+            Schedule::parse(cron, "UTC")
+                .expect("a schedule")
+                .fingerprint()
+        })
+        .collect();
+    let margin = chrono_ms(MARGIN_MS);
+    let executions = slotguard_process_tests::executions(effects);
+    let mut j = Judged::default();
+    for key in expected {
+        let n = executions.get(key).copied().unwrap_or(0);
+        if n != 1 {
+            j.not_once += 1;
+            out.failures.push(format!("{key:?}: executed {n} times"));
         }
     }
-    // Per mixed period: slots of v1 only, v2 only, both; and who created the shared ones.
-    let mut shared_by: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-    for run in &runs {
+    for run in runs {
         let at = run.key.scheduled_at;
+        let key = (run.key.job.clone(), slot_name(at));
         if !may.contains(&at) {
-            spurious += 1;
+            j.spurious += 1;
             out.failures.push(format!(
                 "({}, {}): a row for an instant no running version had",
-                run.key.job,
-                slot_name(at)
+                key.0, key.1
             ));
         }
         let owner = fingerprints.iter().position(|f| *f == run.fingerprint);
         if !owner.is_some_and(|v| fires(v, at)) {
-            wrong_fingerprint += 1;
+            j.wrong_fingerprint += 1;
             out.failures.push(format!(
                 "({}, {}): fingerprint {:016x} of no version firing then",
-                run.key.job,
-                slot_name(at),
-                run.fingerprint
+                key.0, key.1, run.fingerprint
             ));
         }
         if mixed
@@ -219,74 +305,38 @@ pub(super) fn rolling(sc: &mut Sc) -> Outcome {
         {
             let kind = match (fires(0, at), fires(1, at)) {
                 (true, true) => {
-                    *shared_by
-                        .entry(if owner == Some(0) { "v1" } else { "v2" })
-                        .or_insert(0) += 1;
+                    let by = if owner == Some(0) { "v1" } else { "v2" };
+                    *j.shared_by.entry(by).or_insert(0) += 1;
                     "both"
                 }
                 (true, false) => "v1-only",
                 _ => "v2-only",
             };
-            *kinds.entry(kind).or_insert(0) += 1;
+            *j.kinds.entry(kind).or_insert(0) += 1;
         }
-        if run.status != RunStatus::Succeeded
-            && expected.contains(&(run.key.job.clone(), slot_name(at)))
-        {
+        if run.status != RunStatus::Succeeded && expected.contains(&key) {
             out.failures.push(format!(
                 "({}, {}): ended {} ({:?})",
-                run.key.job,
-                slot_name(at),
-                run.status,
-                run.error_message
+                key.0, key.1, run.status, run.error_message
             ));
         }
     }
+    j
+}
 
-    // The stored definition is the one registered last, and the admin API judges by it.
+/// The stored definition is the one registered last, and the admin API judges by it: its cron.
+fn stored_cron(sc: &Sc) -> Option<String> {
     let backend = sc.backend(1);
     let admin = Admin::new(backend.clone());
+    let first = job_names(1).remove(0);
     let stored =
         sc.h.rt
             .block_on(admin.jobs())
             .ok()
-            .and_then(|jobs| {
-                jobs.into_iter()
-                    .find(|j| j.record.definition.name == names[0])
-            })
+            .and_then(|jobs| jobs.into_iter().find(|j| j.record.definition.name == first))
             .map(|j| j.record.definition.cron);
     sc.h.rt.block_on(backend.close());
-    out.require(stored.as_deref() == Some(VERSIONS[last_version].0), || {
-        format!("the stored definition is {stored:?}, not the last version registered")
-    });
-
-    let mixed_shown: Vec<String> = mixed.iter().map(|(f, t)| super::secs_f(*t - *f)).collect();
-    out.fig("rolls", rolls.len());
-    out.fig("mixed-periods", mixed_shown.join("/"));
-    out.fig(
-        "mixed-slots",
-        format!(
-            "v1-only:{},v2-only:{},both:{}(created-by-v1:{},v2:{})",
-            kinds.get("v1-only").unwrap_or(&0),
-            kinds.get("v2-only").unwrap_or(&0),
-            kinds.get("both").unwrap_or(&0),
-            shared_by.get("v1").unwrap_or(&0),
-            shared_by.get("v2").unwrap_or(&0)
-        ),
-    );
-    out.fig("slots-checked", expected.len());
-    out.fig("not-exactly-once", not_once);
-    out.fig("rows-of-no-running-version", spurious);
-    out.fig("wrong-fingerprint", wrong_fingerprint);
-    out.fig("stored-cron", format!("{:?}", stored.unwrap_or_default()));
-    out.fig(
-        "v1-alone-window-listed-by-admin-missed(v2-only-instants-there)",
-        format!("{}({})", judged_after_roll.0, judged_after_roll.1),
-    );
-    out.invariants(&report);
-    out.require(unclean == 0, || {
-        format!("{unclean} replicas exited uncleanly")
-    });
-    out
+    stored
 }
 
 /// After the roll to v2: what `Admin::missed` lists over the window where v1 ran alone (it judges by
@@ -295,9 +345,9 @@ fn v1_alone_judged(
     sc: &Sc,
     coverage: &[Coverage; 2],
     from: DateTime<Utc>,
-    margin: chrono::Duration,
     out: &mut Outcome,
 ) -> (usize, usize) {
+    let margin = chrono_ms(MARGIN_MS);
     let names = job_names(JOBS);
     let backend = sc.backend(1);
     let admin = Admin::new(backend.clone());

@@ -1,7 +1,7 @@
 //! `tickrestart`: `pg_ctl restart -m immediate` timed to land on a slot's instant.
 
-use super::busy::{BUSY_JOBS, busy_args};
-use super::*;
+use crate::busy::{BUSY_JOBS, busy_args};
+use crate::prelude::*;
 
 /// One restart: when it began, when the server accepted connections again, and the whole second
 /// it was aimed at.
@@ -17,7 +17,7 @@ impl Restart {
     }
 }
 
-pub(super) fn tickrestart(sc: &mut Sc) -> Outcome {
+pub(crate) fn tickrestart(sc: &mut Sc) -> Outcome {
     let nodes = sc.spawn_many(3, &busy_args(300));
     restart_rounds(sc, nodes, "").0
 }
@@ -25,7 +25,7 @@ pub(super) fn tickrestart(sc: &mut Sc) -> Outcome {
 /// `nodes` run [`BUSY_JOBS`] jobs every second ([`busy_args`]); each round restarts the server
 /// (immediate) just before a whole second. Checks (a)-(e) and that no slot lacks a row; answers
 /// the outcome (its condition after `setup`), the rows and the `(job, slot)` pairs checked.
-pub(super) fn restart_rounds(
+pub(crate) fn restart_rounds(
     sc: &mut Sc,
     nodes: Vec<Node>,
     setup: &str,

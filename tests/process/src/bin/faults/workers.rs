@@ -3,10 +3,10 @@
 //! `pending` row; worker processes (`--role worker --max-runs 4`) claim and run them. The jobs are
 //! the busy set-up's ([`busy_args`]: 5 jobs every second at `slot`, overlap `skip`, stale 3 s).
 
-use super::busy::{
+use crate::busy::{
     AtBusy, BUSY_JOBS, BUSY_STALE_MS, Busy, Kills, busy_args, busy_rounds_among, stop_rounds,
 };
-use super::*;
+use crate::prelude::*;
 
 /// The bodies one worker runs at once.
 const WORKER_RUNS: usize = 4;
@@ -101,7 +101,7 @@ fn worker_rounds(sc: &mut Sc, out: &mut Outcome, rounds: usize, fault: &mut AtBu
     busy_rounds_among(sc, out, rounds, workers, schedulers, fault)
 }
 
-pub(super) fn workerkill(sc: &mut Sc) -> Outcome {
+pub(crate) fn workerkill(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let mut out = Outcome::new(
         "2 schedulers, 3 workers (room 4 each), bodies of 700 ms; each round kill -9 hits the worker that runs job bodies right now, which is restarted (at least half the rounds find one); every interrupted attempt taken over (or the run dead) within stale (3 s) + 2 s of the kill; every slot ended succeeded or skipped; (a)-(e)",
@@ -139,7 +139,7 @@ pub(super) fn workerkill(sc: &mut Sc) -> Outcome {
     out
 }
 
-pub(super) fn workerstop(sc: &mut Sc) -> Outcome {
+pub(crate) fn workerstop(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 3 } else { 8 };
     let mut out = Outcome::new(
         "2 schedulers, 3 workers (room 4 each), bodies of 700 ms; each round SIGSTOP hits the worker that runs job bodies right now and holds it 5-5.5 s (past stale 3 s), then SIGCONT (at least half the rounds find one); every job it was running starts an execution again within stale (3 s) + one recovery poll (0.5 s) + 1 s of the stop; every slot ended succeeded or skipped; (a)-(e): a woken body after a take-over is a fenced tail",
@@ -149,7 +149,7 @@ pub(super) fn workerstop(sc: &mut Sc) -> Outcome {
     out
 }
 
-pub(super) fn schedkill(sc: &mut Sc) -> Outcome {
+pub(crate) fn schedkill(sc: &mut Sc) -> Outcome {
     let rounds = if sc.h.quick { 4 } else { 12 };
     let mut out = Outcome::new(
         "2 schedulers, 2 workers (room 4 each), bodies of 300 ms; each round kill -9 one scheduler (the two in turn) and start it again after 1-3 s, then wait 1-2 s with both up; every slot of the run has one row that ended succeeded or skipped (0 missed), no row twice, no slot executed twice; (a)-(e)",
@@ -218,7 +218,7 @@ fn drained(lines: &[String]) -> Option<(usize, usize)> {
     Some((field("in_flight=")?, field("abandoned=")?))
 }
 
-pub(super) fn workerscale(sc: &mut Sc) -> Outcome {
+pub(crate) fn workerscale(sc: &mut Sc) -> Outcome {
     let phase = secs(if sc.h.quick { 6 } else { 20 });
     let mut out = Outcome::new(&format!(
         "1 scheduler; 8 jobs every second, bodies of 300 ms; workers (room 4 each) scaled 1 -> 8 -> 2, {phase:?} each: 7 started together, then 6 sent SIGTERM together 50-150 ms after a whole second (graceful drain, grace 5 s); every slot of the run ran once or was recorded skipped (0 lost, 0 left queued, 0 executed twice); the drained workers had bodies running, finish them and exit cleanly with 0 runs abandoned; at 8 workers at least 2 ran bodies; (a)-(e)"
@@ -296,11 +296,11 @@ pub(super) fn workerscale(sc: &mut Sc) -> Outcome {
     out
 }
 
-pub(super) fn workerrestart(sc: &mut Sc) -> Outcome {
+pub(crate) fn workerrestart(sc: &mut Sc) -> Outcome {
     let (schedulers, mut workers) = split(sc, 1, 2, &busy_args(300));
     workers.extend(schedulers);
     let setup = "1 scheduler, 2 workers (room 4 each), bodies of 300 ms; every slot ended succeeded or skipped (none left queued); ";
-    let (mut out, runs, expected) = tick_restart::restart_rounds(sc, workers, setup);
+    let (mut out, runs, expected) = crate::tick_restart::restart_rounds(sc, workers, setup);
     require_drained(&mut out, &runs, &expected);
     out
 }
