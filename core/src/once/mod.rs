@@ -61,7 +61,7 @@ pub(crate) async fn run(
     let follow_until = tokio::time::Instant::now() + entry.stale_after * 2 + FOLLOW_EVERY;
     loop {
         let admission = chain::admit(rt, vec![candidate.clone()]).await;
-        if let Some(done) = ran(rt, admission).await? {
+        if let Some((_, done)) = ran(rt, admission).await? {
             return Ok(done);
         }
         if entry.layers.slot
@@ -77,59 +77,93 @@ pub(crate) async fn run(
                 tokio::time::sleep(FOLLOW_EVERY).await;
             }
             Some((RunStatus::Pending | RunStatus::Abandoned, Some(at))) if !entry.is_paused() => {
-                if let Some(done) = retry(rt, entry, at).await? {
-                    return Ok(done);
-                }
-                return Ok(suppressed(entry, row));
+                return retry(rt, backend, entry, (slot, at)).await;
             }
             _ => return Ok(suppressed(entry, row)),
         }
     }
 }
 
-/// The slot's run waits for its next attempt at `at` (an earlier process's attempt failed, or was
-/// handed over): this process waits for it, up to [`MAX_RETRY_WAIT`], and claims it through the
-/// chain like any due work of the job. `None` when it was not this process's to run.
+/// The slot's run waits for its next attempt at `at` (an earlier process's attempt failed, was
+/// handed over, or was fenced by a newer slot): this process waits for it, up to
+/// [`MAX_RETRY_WAIT`], and claims due work of the job through the chain until its own slot has
+/// run or runs under a live owner. Due work of an older slot of the job may come first (its own
+/// process finds it done). When the job stays busy past [`retry_for`], the slot is
+/// [`RunOnce::Unfinished`]: exit 1, so that the trigger starts the slot again, never 0 with the
+/// slot left undone.
 async fn retry(
     rt: &Arc<Runtime>,
+    backend: Option<&Arc<dyn Backend>>,
     job: &Arc<JobEntry>,
-    at: DateTime<Utc>,
-) -> Result<Option<RunOnce>, RunOnceError> {
+    (slot, at): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<RunOnce, RunOnceError> {
     let wait = (at - rt.clock.now()).to_std().unwrap_or_default();
     if wait > MAX_RETRY_WAIT {
-        return Ok(None);
+        return Ok(unfinished(row(backend, job, slot).await?));
     }
     tokio::time::sleep(wait).await;
-    let deadline = tokio::time::Instant::now() + FOLLOW_EVERY * 4;
-    while tokio::time::Instant::now() < deadline {
+    let deadline = tokio::time::Instant::now() + retry_for(job);
+    loop {
         let admission = chain::admit(rt, vec![Candidate::due(job, 1)]).await;
-        if let Some(done) = ran(rt, admission).await? {
-            return Ok(Some(done));
+        if let Some((ran_slot, done)) = ran(rt, admission).await?
+            && ran_slot == slot
+        {
+            return Ok(done);
+        }
+        let row = row(backend, job, slot).await?;
+        match row.as_ref().map(|r| r.status) {
+            Some(RunStatus::Pending | RunStatus::Abandoned) => {}
+            _ => return Ok(suppressed(job, row)),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(unfinished(row));
         }
         tokio::time::sleep(FOLLOW_EVERY / 5).await;
     }
-    Ok(None)
 }
 
-/// The run this process was admitted to, to its end; `None` when the chain admitted nothing.
-async fn ran(rt: &Arc<Runtime>, admission: Admission) -> Result<Option<RunOnce>, RunOnceError> {
+/// How long a process keeps trying its slot's next attempt while the job is busy: twice the
+/// job's staleness threshold, and at least 10 s.
+fn retry_for(job: &JobEntry) -> Duration {
+    (job.stale_after * 2).max(Duration::from_secs(10))
+}
+
+/// The slot's run still waits for an attempt this process could not start.
+fn unfinished(row: Option<crate::store::RunRecord>) -> RunOnce {
+    RunOnce::Unfinished {
+        status: row.as_ref().map(|r| r.status),
+        reason: row.and_then(|r| r.error_message).unwrap_or_default(),
+    }
+}
+
+/// The run this process was admitted to (its slot, and how it ended); `None` when the chain
+/// admitted nothing.
+async fn ran(
+    rt: &Arc<Runtime>,
+    admission: Admission,
+) -> Result<Option<(DateTime<Utc>, RunOnce)>, RunOnceError> {
     if let Some(reason) = admission.unavailable.first().map(|_| "store unavailable") {
         return Err(RunOnceError::Store(reason.to_owned()));
     }
     let Some(admitted) = admission.runs.into_iter().next() else {
         return Ok(None);
     };
+    let slot = admitted.run.slot.scheduled_at;
     let task = rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
     let ended = task
         .await
         .map_err(|e| RunOnceError::Store(format!("the run's task failed: {e}")))?;
     if !ended.accepted {
-        return Ok(Some(RunOnce::Abandoned {
-            attempt: ended.attempt,
-            reason: "the store refused the outcome: this attempt no longer held the slot".into(),
-        }));
+        return Ok(Some((
+            slot,
+            RunOnce::Abandoned {
+                attempt: ended.attempt,
+                reason: "the store refused the outcome: this attempt no longer held the slot"
+                    .into(),
+            },
+        )));
     }
-    Ok(Some(match ended.outcome {
+    let outcome = match ended.outcome {
         RunOutcome::Succeeded => RunOnce::Succeeded {
             attempt: ended.attempt,
         },
@@ -141,7 +175,8 @@ async fn ran(rt: &Arc<Runtime>, admission: Admission) -> Result<Option<RunOnce>,
             attempt: ended.attempt,
             reason,
         },
-    }))
+    };
+    Ok(Some((slot, outcome)))
 }
 
 /// The slot's row, if the job has them.

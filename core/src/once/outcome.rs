@@ -14,7 +14,7 @@ use crate::store::RunStatus;
 /// |---|---|---|---|
 /// | `Succeeded` | 0 | complete | success |
 /// | `Suppressed` (another process ran or runs the slot, or the job is paused) | 0 | complete | success |
-/// | `Failed`, `Abandoned` | 1 | retried up to `backoffLimit`; the retry is the slot's next attempt | failed (`Restart=on-failure` retries) |
+/// | `Failed`, `Abandoned`, `Unfinished` (the slot's run waits for an attempt this process could not start) | 1 | retried up to `backoffLimit`; the retry is the slot's next attempt | failed (`Restart=on-failure` retries) |
 /// | [`RunOnceError`]: bad input (unknown job, not a slot of its schedule, not due) | 2 | fail the Job (`podFailurePolicy` `FailJob` on 2) | failed |
 /// | `TooLate` (older than the job's catch-up window; recorded `skipped`) | 3 | fail the Job (`FailJob` on 3) | failed |
 /// | [`RunOnceError::Store`] (store unreachable) | 4 | retried | failed |
@@ -49,6 +49,15 @@ pub enum RunOnce {
         /// The row's message, or why nothing ran.
         reason: String,
     },
+    /// The slot's run waits for another attempt (an earlier one failed, was handed over or was
+    /// fenced) that this process could not start in time: the job stayed busy, or the attempt is
+    /// due too late to wait for. Exits 1, so that the trigger starts the slot again.
+    Unfinished {
+        /// The slot row's status.
+        status: Option<RunStatus>,
+        /// The row's message.
+        reason: String,
+    },
     /// The slot is older than the job's catch-up window: refused, and recorded `skipped`.
     TooLate {
         /// The slot.
@@ -66,7 +75,7 @@ impl RunOnce {
     pub fn code(&self) -> u8 {
         match self {
             RunOnce::Succeeded { .. } | RunOnce::Suppressed { .. } => 0,
-            RunOnce::Failed { .. } | RunOnce::Abandoned { .. } => 1,
+            RunOnce::Failed { .. } | RunOnce::Abandoned { .. } | RunOnce::Unfinished { .. } => 1,
             RunOnce::TooLate { .. } => 3,
         }
     }
@@ -97,6 +106,20 @@ impl fmt::Display for RunOnce {
                     write!(f, " ({reason})")?;
                 }
                 Ok(())
+            }
+            RunOnce::Unfinished { status, reason } => {
+                write!(
+                    f,
+                    "not run: the slot's run waits for an attempt this process could not start"
+                )?;
+                if let Some(status) = status {
+                    write!(f, " (it is {status}")?;
+                    if !reason.is_empty() {
+                        write!(f, ": {reason}")?;
+                    }
+                    write!(f, ")")?;
+                }
+                write!(f, "; start it again")
             }
             RunOnce::TooLate { slot } => write!(
                 f,
