@@ -2,9 +2,11 @@
 //! and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and history retention
 //! ([`RetentionStore`]).
 //!
-//! Policy lives in the runtime; a backend holds mechanism only. The memory backend in this crate
-//! implements both traits so that the `lock` and `slot` semantics are tested without a database; the
-//! SQLite and PostgreSQL backends implement the same traits and pass the same contract tests.
+//! The claim rules (overlap, fencing, take-over, burial, not-due) are written once, in [`rules`], as
+//! pure functions the stores carry out; the events they imply are logged by core. The memory backend
+//! in this crate implements every trait so that the `lock` and `slot` semantics are tested without a
+//! database; the SQLite and PostgreSQL backends implement the same traits, pass the same contract
+//! tests, and are held to [`rules`] by a model-based test.
 
 use std::time::Duration;
 
@@ -298,6 +300,11 @@ pub trait SlotStore: Send + Sync + 'static {
     /// Each becomes `running` with attempt + 1 and a new token. A stale or abandoned run that already
     /// had `max_attempts` attempts becomes `dead` instead and is not returned.
     ///
+    /// A slot a scheduler queued ([`enqueue_slots`](Self::enqueue_slots)) whose job and partition
+    /// has another run `running` with a fresh heartbeat is decided by the spec's overlap first:
+    /// `skip` records it `skipped`, `buffer_one` lets the newest wait, `replace` abandons the
+    /// running runs (and the slot then runs). See [`rules::plan_due`].
+    ///
     /// Unless a spec's overlap is [`Overlap::Allow`], a run is not handed out while another run of
     /// the same job and partition is `running` with a fresh heartbeat, and at most one run per job
     /// and partition is handed out per call: whatever path claims it, the store never has two runs
@@ -341,15 +348,13 @@ pub trait SlotStore: Send + Sync + 'static {
     /// order. The slot table is the durable queue and the slot key its message id, so any number of
     /// schedulers enqueue each slot once.
     ///
-    /// Each request is decided as [`claim`](Self::claim) decides it, at the same instant, except that
-    /// a slot that would run becomes a `pending` row (attempt 0, no owner) due at its own instant
-    /// ([`Claim::Queued`]) instead of a `running` one: `Skip` records it `skipped` while another run
-    /// of its job and partition is running with a fresh heartbeat, `BufferOne` lets it wait,
-    /// `Replace` abandons the running runs, `Allow` queues it. An existing row is left alone
-    /// ([`Claim::Taken`]); a stale running row is not re-claimed (a worker's `claim_due` recovers
-    /// it). A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock is
-    /// [`Claim::NotDue`]. Stores that can wake workers ([`due_signal`](Self::due_signal)) do so when
-    /// something was queued.
+    /// A new slot becomes a `pending` row (attempt 0, no owner) due at its own instant
+    /// ([`Claim::Queued`]), whatever else of its job runs: the worker that picks it decides its
+    /// overlap ([`claim_due`](Self::claim_due)), as a tick decides it at the slot's instant. An
+    /// existing row is left alone ([`Claim::Taken`]; a stale running row is recovered by a worker).
+    /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock is [`Claim::NotDue`].
+    /// Stores that can wake workers ([`due_signal`](Self::due_signal)) do so when something was
+    /// queued. See [`rules::plan_claim`].
     ///
     /// The default refuses: a store without it cannot serve the `scheduler` role.
     ///
