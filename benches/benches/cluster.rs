@@ -10,7 +10,8 @@
 //! 2. start lag: 8 replicas, 100 jobs every second, for about 20 s;
 //! 3. heartbeat cost: one replica holding 1,000 running attempts for about 10 s.
 //!
-//! Every store call goes through [`Counting`], a backend wrapper that counts calls and items per
+//! Every store call goes through [`Counting`], a backend wrapper that forwards every method of every
+//! store trait (none falls back to a trait default) and counts calls and items per
 //! method and times each call, so the figures are the calls the runtime really makes.
 //! Override the server with `SLOTGUARD_TEST_DATABASE_URL`.
 
@@ -26,7 +27,7 @@ use slotguard::store::{
     AdminStore, AuditEntry, AuditRecord, Backend, Claim, ClaimRequest, DueClaim, DueSpec, Enqueue,
     Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore, PruneSpec, Pruned, ReplicaInfo,
     ReplicaRecord, ReplicaStore, RetentionStore, RunChange, RunFilter, RunRecord, SlotKey,
-    SlotStore, StoreError,
+    SlotStore, StaleLock, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -63,9 +64,13 @@ enum Op {
     TryLock,
     Unlock,
     RegisterKeys,
+    DueJobs,
+    ExistingSlots,
+    StoreNow,
+    BreakLocks,
 }
 
-const OPS: usize = 8;
+const OPS: usize = 12;
 
 /// One store call: when it started (wall clock), how long it took, how many items it carried.
 #[derive(Debug, Clone, Copy)]
@@ -194,6 +199,46 @@ impl<B: Backend> SlotStore for Counting<B> {
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
         self.inner.load_checkpoint(run_id).await
     }
+
+    async fn finish_one(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        finish: &Finish,
+    ) -> Result<bool, StoreError> {
+        self.timed(Op::Finish, 1, self.inner.finish_one(owner, lease, finish))
+            .await
+    }
+
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
+        self.timed(Op::DueJobs, specs.len(), self.inner.due_jobs(specs))
+            .await
+    }
+
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
+        self.timed(
+            Op::ExistingSlots,
+            keys.len(),
+            self.inner.existing_slots(keys),
+        )
+        .await
+    }
+
+    async fn store_now(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.timed(Op::StoreNow, 0, self.inner.store_now()).await
+    }
+
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        self.inner.enqueue_slots(requests).await
+    }
+
+    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.inner.next_due(specs).await
+    }
+
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.due_signal().await
+    }
 }
 
 /// Operator calls are not measured: plain delegation.
@@ -252,6 +297,19 @@ impl<B: Backend> AdminStore for Counting<B> {
         self.inner.cancel(key, audit).await
     }
 
+    async fn slot_times_of(
+        &self,
+        jobs: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
+        self.inner.slot_times_of(jobs, from, to).await
+    }
+
+    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
+        self.inner.latest_runs(jobs).await
+    }
+
     async fn audit_log(
         &self,
         job: Option<&str>,
@@ -270,6 +328,19 @@ impl<B: Backend> LockStore for Counting<B> {
     ) -> Result<Vec<Option<LockLease>>, StoreError> {
         self.timed(Op::TryLock, keys.len(), self.inner.try_lock(owner, keys))
             .await
+    }
+
+    async fn break_stale_locks(
+        &self,
+        owner: &str,
+        locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.timed(
+            Op::BreakLocks,
+            locks.len(),
+            self.inner.break_stale_locks(owner, locks),
+        )
+        .await
     }
 
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
@@ -622,6 +693,10 @@ async fn claim_storm(schema: &Schema) {
             Op::Finish,
             Op::Heartbeat,
             Op::ClaimDue,
+            Op::DueJobs,
+            Op::ExistingSlots,
+            Op::StoreNow,
+            Op::BreakLocks,
         ] {
             totals[op as usize] += s.count(op);
         }
@@ -637,6 +712,10 @@ async fn claim_storm(schema: &Schema) {
         ("finish", Op::Finish),
         ("heartbeat", Op::Heartbeat),
         ("claim_due", Op::ClaimDue),
+        ("due_jobs", Op::DueJobs),
+        ("existing_slots", Op::ExistingSlots),
+        ("store_now", Op::StoreNow),
+        ("break_stale_locks", Op::BreakLocks),
     ] {
         println!(
             "  {label:<10} {:>6} calls  {:>8.4} per slot  {:>8.5} per slot per replica",
