@@ -1728,3 +1728,54 @@ async fn waits_for_a_run_to_finish() {
         assert_eq!(answer.body["field"], "wait", "{wait}");
     }
 }
+
+/// Issue 21, point 8: a second pause is refused with 409 and names who paused the job first, whose
+/// pause stays; resuming an active job is refused and audits nothing.
+#[tokio::test]
+async fn a_second_pause_and_a_needless_resume_are_refused_with_409() {
+    let (backend, app) = setup().await;
+    let pause = |actor: &str| json!({"reason": "maintenance", "actor": actor});
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/pause",
+        pause("alice"),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let again = post(&app, "/internal/jobs/daily-settlement/pause", pause("bob")).await;
+    again.expect(StatusCode::CONFLICT);
+    assert_eq!(again.body["error"], "refused", "{}", again.raw);
+    assert!(
+        again.message().contains("already paused by alice"),
+        "{}",
+        again.raw
+    );
+    let jobs = backend.jobs().await.unwrap();
+    let job = jobs
+        .iter()
+        .find(|j| j.definition.name == SETTLEMENT)
+        .unwrap();
+    assert_eq!(job.paused_by.as_deref(), Some("alice"));
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/resume",
+        pause("alice"),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let needless = post(&app, "/internal/jobs/daily-settlement/resume", pause("bob")).await;
+    needless.expect(StatusCode::CONFLICT);
+    assert!(
+        needless.message().contains("is not paused"),
+        "{}",
+        needless.raw
+    );
+    let actions: Vec<String> = backend
+        .audit_log(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.entry.action)
+        .collect();
+    assert_eq!(actions, ["resume", "pause"]);
+}
