@@ -303,7 +303,9 @@ fn admin_error(e: AdminError) -> HttpResponse {
     let (status, kind) = match e {
         AdminError::UnknownJob { .. } => (StatusCode::NOT_FOUND, "unknown_job"),
         AdminError::UnknownRun { .. } => (StatusCode::NOT_FOUND, "unknown_run"),
-        AdminError::Refused { .. } => (StatusCode::CONFLICT, "refused"),
+        AdminError::Refused { .. } | AdminError::PauseState { .. } => {
+            (StatusCode::CONFLICT, "refused")
+        }
         AdminError::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
         AdminError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store"),
     };

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use slotguard::{CatchUp, Job, JobContext, Scheduler, SlotSource};
+use slotguard::{CatchUp, Job, JobContext, RunOnce, RunOnceError, Scheduler, SlotSource};
 
 #[derive(Parser)]
 struct Args {
@@ -47,17 +47,21 @@ async fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
-    match run(args).await {
-        Ok(code) => code,
+    // Every way this can end has its exit code: a store that cannot be reached or opened is 4
+    // (retried), bad input or configuration 2 (the Job fails), never a panic's 101.
+    match run(Args::parse()).await {
+        Ok(done) => {
+            println!("nightly_export: {done}");
+            done.exit_code()
+        }
         Err(e) => {
-            eprintln!("cronjob: {e}");
-            ExitCode::from(2)
+            eprintln!("nightly_export: {e}");
+            e.exit_code()
         }
     }
 }
 
-async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+async fn run(args: Args) -> Result<RunOnce, RunOnceError> {
     let source = match &args.slot {
         Some(slot) => SlotSource::parse(slot)?,
         None => SlotSource::from_env()?,
@@ -104,7 +108,9 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
         }
         Some(("postgres", rest)) => {
-            let (schema, url) = rest.split_once(':').ok_or("postgres:<schema>:<url>")?;
+            let (schema, url) = rest
+                .split_once(':')
+                .ok_or_else(|| RunOnceError::Config("expected postgres:<schema>:<url>".into()))?;
             builder.backend(
                 slotguard_postgres::PgBackend::builder(url)
                     .schema(schema)
@@ -112,16 +118,13 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
                     .await?,
             )
         }
-        _ => return Err(format!("unknown store `{}`", args.store).into()),
+        _ => {
+            let problem = format!(
+                "unknown store `{}`: sqlite:<path> or postgres:<schema>:<url>",
+                args.store
+            );
+            return Err(RunOnceError::Config(problem));
+        }
     };
-    match builder.build()?.run_once("nightly_export", source).await {
-        Ok(done) => {
-            println!("nightly_export: {done}");
-            Ok(done.exit_code())
-        }
-        Err(e) => {
-            eprintln!("nightly_export: {e}");
-            Ok(e.exit_code())
-        }
-    }
+    builder.build()?.run_once("nightly_export", source).await
 }

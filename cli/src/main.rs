@@ -5,8 +5,9 @@
 //! `backfill`, `pause`, `resume`, `audit`, `replicas`) live in [`ops`].
 //!
 //! Exit codes follow clap's convention: 0 for success, 2 for a usage error or bad input, 1 for any other
-//! failure (an I/O error, an unreachable store); the operations add 3 (unknown job or slot) and 4
-//! (refused by the run's status).
+//! failure (an I/O error, an unreachable store); the operations add 3 (unknown job or slot), 4
+//! (refused by the run's status or the job's pause state), and with `trigger --wait` 5 (the run
+//! ended without success) and 6 (not finished within `--timeout`).
 
 #![forbid(unsafe_code)]
 
@@ -25,7 +26,9 @@ mod ops;
     version,
     about = "Operate slotguard schedules",
     after_help = "Exit codes: 0 done; 1 a failure (I/O, store unreachable); 2 usage or bad input; \
-                  3 unknown job or slot; 4 refused by the run's status."
+                  3 unknown job or slot; 4 refused by the run's status or the job's pause state; \
+                  with trigger --wait, 5 the run ended without success (failed, dead, skipped, \
+                  abandoned) and 6 it had not finished within --timeout."
 )]
 struct Cli {
     /// What to do.

@@ -6,8 +6,9 @@
 //! Every argument is checked before the store is opened ([`Plan::new`]), so bad input is reported as
 //! bad input (exit 2) even when the store is unreachable. Exit codes, for scripts: 0 done; 2 bad input
 //! (usage, a malformed date, a reason too long, a range too large, no store at the place named); 3
-//! unknown job or slot; 4 refused by the run's status (retry of a running run); 1 the store could not
-//! be reached, or another failure; with `trigger --wait`, 5 the run ended without success (failed,
+//! unknown job or slot; 4 refused by the run's status (retry of a running run) or by the job's pause
+//! state (a second pause, the resume of an active job); 1 the store could not be reached, no job's
+//! missed slots could be counted, or another failure; with `trigger --wait`, 5 the run ended without success (failed,
 //! dead, skipped, abandoned) and 6 it had not finished when `--timeout` passed. Errors are one line
 //! on stderr, prefixed `error:`.
 
@@ -32,7 +33,7 @@ pub(crate) use store::Store;
 
 /// Unknown job or slot.
 const NOT_FOUND: u8 = 3;
-/// Refused by the run's status.
+/// Refused by the run's status, or by the job's pause state (a second pause, a needless resume).
 const REFUSED: u8 = 4;
 /// `trigger --wait`: the run ended without success (failed, dead, skipped, abandoned).
 const UNSUCCESSFUL: u8 = 5;
@@ -51,9 +52,9 @@ Examples:
   slotguard missed daily-settlement --from 2026-03-01T00:00:00Z --json
   slotguard missed --from 2026-03-01T00:00:00Z                    # every job
 
-Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status,
-1 store unreachable or another failure; trigger --wait: 0 succeeded, 5 ended without success,
-6 not finished within --timeout.";
+Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status or the
+job's pause state, 1 store unreachable, no job's missed slots countable, or another failure;
+trigger --wait: 0 succeeded, 5 ended without success, 6 not finished within --timeout.";
 
 /// Who asks, and why: stored in the audit trail.
 #[derive(Debug, Args)]
@@ -186,7 +187,8 @@ pub(crate) enum Op {
     /// Run a finished slot again: a new attempt of the same run, same slot and idempotency key.
     #[command(after_long_help = EXAMPLES)]
     Retry(RetryArgs),
-    /// Cancel a running or pending run; the replica running it is told at its next heartbeat.
+    /// Cancel a running or pending run: a running run's replica is told at its next heartbeat; a
+    /// pending run never starts.
     #[command(after_long_help = EXAMPLES)]
     Cancel(SlotArgs),
     /// Run a job now, as a manual slot that cannot collide with a scheduled one.
@@ -310,6 +312,7 @@ impl From<AdminError> for Failure {
                     show::ts(slot)
                 ),
             ),
+            AdminError::PauseState { .. } => (REFUSED, e.to_string()),
             AdminError::Invalid { .. } => (exit::USAGE, e.to_string()),
             AdminError::Store(_) => (exit::FAILURE, e.to_string()),
         };
@@ -565,7 +568,9 @@ impl Plan {
                 match job {
                     Some(job) => show::missed(&admin.missed(&job, from, to).await?, json),
                     None => {
-                        show::missed_everywhere(&admin.missed_everywhere(from, to).await?, json)
+                        let found = admin.missed_everywhere(from, to).await?;
+                        none_counted(&found)?;
+                        show::missed_everywhere(&found, json)
                     }
                 }
             }
@@ -604,11 +609,7 @@ impl Plan {
                     .retry(&slot.job, slot.at, &slot.partition, &by)
                     .await?,
             ),
-            Plan::Cancel(slot, by) => show::cancelled(
-                &admin
-                    .cancel(&slot.job, slot.at, &slot.partition, &by)
-                    .await?,
-            ),
+            Plan::Cancel(slot, by) => cancel(admin, &slot, &by).await?,
             Plan::Backfill {
                 job,
                 from,
@@ -627,6 +628,43 @@ impl Plan {
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
         }))
     }
+}
+
+/// `cancel`, said from what the run was: a running run's replica is told, a pending run never
+/// starts.
+async fn cancel(admin: &Admin, slot: &Slot, by: &ChangeRequest) -> Result<String, Failure> {
+    let was = admin.run(&slot.job, slot.at, &slot.partition).await?.status;
+    let run = admin
+        .cancel(&slot.job, slot.at, &slot.partition, by)
+        .await?;
+    Ok(show::cancelled(&run, was))
+}
+
+/// `missed` over every job fails (exit 1) when not one job could be counted: "0 missed" would be
+/// an answer that was never found.
+fn none_counted(found: &[slotguard::admin::JobMissed]) -> Result<(), Failure> {
+    if found.is_empty() || found.iter().any(|j| j.missed.is_ok()) {
+        return Ok(());
+    }
+    let reasons: Vec<String> = found
+        .iter()
+        .take(3)
+        .filter_map(|j| {
+            Some(format!(
+                "{}: {}",
+                show::shown(&j.job),
+                j.missed.as_ref().err()?
+            ))
+        })
+        .collect();
+    let more = match found.len().saturating_sub(3) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Err(failure(format!(
+        "no job's missed slots could be counted: {}{more}",
+        reasons.join("; ")
+    )))
 }
 
 /// What an operation prints, and its exit code.

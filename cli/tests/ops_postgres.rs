@@ -252,7 +252,7 @@ fn a_missing_schema_is_not_created() {
     );
     assert!(
         out.fails(2)
-            .contains("no slotguard store in schema `x\\\"; DROP SCHEMA public; --`"),
+            .contains("no slotguard store in schema `x\"; DROP SCHEMA public; --`"),
         "{out:?}"
     );
     assert!(schema_exists("public"));
@@ -292,4 +292,19 @@ fn two_schemas_are_two_stores() {
     // Nor the job table a scheduler of another schema registered: `b` is empty.
     let jobs = b.slotguard(&["jobs"]);
     assert_eq!(ops::table(jobs.ok()).1.len(), 0);
+}
+
+#[test]
+fn missed_with_no_job_countable_fails() {
+    ops::missed_with_no_job_countable_fails(&fixture());
+}
+
+#[test]
+fn cancel_says_what_happens_to_a_pending_run() {
+    ops::cancel_says_what_happens_to_a_pending_run(&fixture());
+}
+
+#[test]
+fn a_second_pause_and_a_needless_resume_are_refused() {
+    ops::a_second_pause_and_a_needless_resume_are_refused(&fixture());
 }

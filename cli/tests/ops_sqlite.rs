@@ -203,3 +203,23 @@ fn no_store_or_a_bad_url_is_bad_input() {
     run(&["runs", REPORT], &[]).fails(2);
     run(&["next", "@daily", "--count", "1"], &[]).ok();
 }
+
+#[test]
+fn missed_with_no_job_countable_fails() {
+    ops::missed_with_no_job_countable_fails(&fixture("missed-with-no-job-c"));
+}
+
+#[test]
+fn cancel_says_what_happens_to_a_pending_run() {
+    ops::cancel_says_what_happens_to_a_pending_run(&fixture("cancel-says-what-hap"));
+}
+
+#[test]
+fn a_second_pause_and_a_needless_resume_are_refused() {
+    ops::a_second_pause_and_a_needless_resume_are_refused(&fixture("a-second-pause-and-a"));
+}
+
+#[test]
+fn help_lists_every_exit_code() {
+    ops::help_lists_every_exit_code();
+}

@@ -207,7 +207,9 @@ impl JobContext {
     /// looked up by type.
     ///
     /// # Errors
-    /// [`MissingState`] when no state of that type was given.
+    /// [`MissingState`] when no state of that type was given. Returned with `?` from a job, it is a
+    /// permanent failure: the run ends `dead` at once, without retries (the state will not appear
+    /// on a second attempt; give it with [`SchedulerBuilder::state`](crate::SchedulerBuilder::state)).
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, MissingState> {
         self.state.get::<T>()
     }

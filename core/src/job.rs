@@ -315,8 +315,16 @@ impl JobError {
 }
 
 impl<E: Into<Box<dyn StdError + Send + Sync>>> From<E> for JobError {
+    /// Transient, except [`MissingState`](crate::MissingState): no retry can give a job state the
+    /// scheduler was never given, so `ctx.state::<T>()?` fails the run for good (`dead`).
     fn from(err: E) -> Self {
-        JobError::transient(err)
+        let source = err.into();
+        let class = if source.is::<crate::MissingState>() {
+            ErrorClass::Permanent
+        } else {
+            ErrorClass::Transient
+        };
+        JobError { class, source }
     }
 }
 

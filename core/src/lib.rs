@@ -56,6 +56,11 @@ mod scheduler;
 mod state;
 pub mod store;
 
+/// The `chrono` this crate's public signatures use ([`JobContext::business_date`] is a
+/// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types
+/// through `slotguard::chrono` and an application needs no `chrono` dependency of its own, nor a
+/// matching version.
+pub use chrono;
 pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
 pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};
 pub use guard::{GuardLevel, RunOutcome, SkipReason, UnknownGuardLevel};

@@ -718,7 +718,7 @@ impl SchedulerBuilder {
                     });
                 }
                 Ok(entry) => entries.push(Arc::new(entry)),
-                Err(problem) => problems.push(problem),
+                Err(found) => problems.extend(found),
             }
         }
         if !problems.is_empty() {
@@ -965,70 +965,88 @@ const NEEDS_SLOT: &[(&str, AsksFor)] = &[
 ];
 
 /// A job's own settings out of range: its retention, its process and cluster limits.
-fn job_settings(job: &Job) -> Result<(), ConfigError> {
+fn job_settings(job: &Job, problems: &mut Vec<ConfigError>) {
     if let Some(Err(problem)) = job.retention.map(check_retention) {
-        return Err(ConfigError::Setting {
+        problems.push(ConfigError::Setting {
             setting: "retention",
             problem: format!("job `{}`: {problem}", job.name),
         });
     }
-    if let Some(setting) = [
+    for (setting, limit) in [
         ("process_limit", job.limits.0),
         ("cluster_limit", job.limits.1),
-    ]
-    .into_iter()
-    .find_map(|(name, limit)| (limit == Some(0)).then_some(name))
-    {
-        return Err(ConfigError::Setting {
-            setting,
-            problem: format!(
-                "job `{}`: 0 would never run it; expected 1 or more",
-                job.name
-            ),
-        });
+    ] {
+        if limit == Some(0) {
+            problems.push(ConfigError::Setting {
+                setting,
+                problem: format!(
+                    "job `{}`: 0 would never run it; expected 1 or more",
+                    job.name
+                ),
+            });
+        }
     }
-    Ok(())
 }
 
-/// Validates one job: its name, zone, expression, level and the settings its level allows.
-fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, ConfigError> {
-    check_job_name(&job.name).map_err(|problem| ConfigError::InvalidName {
-        job: shown(&job.name),
-        reason: problem.reason(),
-    })?;
-    let schedule_error = |source: ScheduleError| ConfigError::Schedule {
-        job: job.name.clone(),
-        source,
-    };
-    let zone = match job.tz.as_deref().map(parse_zone).transpose() {
-        Ok(zone) => zone.unwrap_or(defaults.zone),
-        Err(e) => return Err(schedule_error(e.into())),
-    };
-    let expr = job
-        .cron
-        .parse()
-        .map_err(|e| schedule_error(ScheduleError::Cron(e)))?;
-    let level = job.guard.unwrap_or(defaults.level);
+/// The problems of a job's guard level: a backend or lock store it needs, and every setting that
+/// only the `slot` level can give.
+fn level_problems(job: &Job, level: GuardLevel, defaults: &Defaults<'_>) -> Vec<ConfigError> {
     let missing = match level {
         GuardLevel::Slot => !defaults.has_backend,
         GuardLevel::Lock => !defaults.has_locks,
         _ => false,
     };
     if missing {
-        return Err(ConfigError::NeedsBackend {
+        return vec![ConfigError::NeedsBackend {
             job: job.name.clone(),
             level,
-        });
+        }];
     }
-    if level != GuardLevel::Slot
-        && let Some((what, _)) = NEEDS_SLOT.iter().find(|(_, asks)| asks(job))
-    {
-        return Err(ConfigError::NeedsSlotLevel {
+    if level == GuardLevel::Slot {
+        return Vec::new();
+    }
+    NEEDS_SLOT
+        .iter()
+        .filter(|(_, asks)| asks(job))
+        .map(|(what, _)| ConfigError::NeedsSlotLevel {
             job: job.name.clone(),
             what,
+        })
+        .collect()
+}
+
+/// Validates one job: its name, zone, expression, level and the settings its level allows. Every
+/// problem is listed, not only the first one found.
+fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, Vec<ConfigError>> {
+    let mut problems = Vec::new();
+    if let Err(problem) = check_job_name(&job.name) {
+        problems.push(ConfigError::InvalidName {
+            job: shown(&job.name),
+            reason: problem.reason(),
         });
     }
-    job_settings(job)?;
+    let schedule_error = |source: ScheduleError| ConfigError::Schedule {
+        job: job.name.clone(),
+        source,
+    };
+    let zone = match job.tz.as_deref().map(parse_zone).transpose() {
+        Ok(zone) => Some(zone.unwrap_or(defaults.zone)),
+        Err(e) => {
+            problems.push(schedule_error(e.into()));
+            None
+        }
+    };
+    let expr = job
+        .cron
+        .parse()
+        .map_err(|e| problems.push(schedule_error(ScheduleError::Cron(e))))
+        .ok();
+    let level = job.guard.unwrap_or(defaults.level);
+    problems.extend(level_problems(job, level, defaults));
+    job_settings(job, &mut problems);
+    let (Some(zone), Some(expr), true) = (zone, expr, problems.is_empty()) else {
+        return Err(problems);
+    };
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),

@@ -409,10 +409,15 @@ async fn lists_runs_with_attempts_and_filters() {
 async fn limits_follow_one_rule_on_every_listing() {
     let (_backend, app) = setup().await;
     let by = json!({"reason": "limits", "actor": "ops"});
-    for _ in 0..3 {
-        post(&app, "/internal/jobs/daily-settlement/pause", by.clone())
-            .await
-            .expect(StatusCode::OK);
+    // Three audit records: a pause, a resume, a pause (a second pause in a row is refused).
+    for action in ["pause", "resume", "pause"] {
+        post(
+            &app,
+            &format!("/internal/jobs/daily-settlement/{action}"),
+            by.clone(),
+        )
+        .await
+        .expect(StatusCode::OK);
     }
     for path in ["/internal/jobs/daily-settlement/runs", "/internal/audit"] {
         for limit in [
@@ -743,8 +748,12 @@ async fn triggering_a_paused_job_says_the_run_waits_for_the_resume() {
     answer.expect(StatusCode::OK);
     assert_eq!(answer.body["paused"], false, "{}", answer.raw);
     let message = answer.body["message"].as_str().unwrap();
-    assert!(message.contains("within one recovery poll"), "{message}");
-    assert!(message.contains("while none is up"), "{message}");
+    // No replica is recorded: the answer says so (issue 21) rather than promising a start.
+    assert!(
+        message.contains("no live replica runs the job"),
+        "{message}"
+    );
+    assert_eq!(answer.body["replicas"], json!([]), "{}", answer.raw);
 
     pause_settlement(&app).await;
     let answer = post(
@@ -1718,4 +1727,55 @@ async fn waits_for_a_run_to_finish() {
         answer.expect(StatusCode::BAD_REQUEST);
         assert_eq!(answer.body["field"], "wait", "{wait}");
     }
+}
+
+/// Issue 21, point 8: a second pause is refused with 409 and names who paused the job first, whose
+/// pause stays; resuming an active job is refused and audits nothing.
+#[tokio::test]
+async fn a_second_pause_and_a_needless_resume_are_refused_with_409() {
+    let (backend, app) = setup().await;
+    let pause = |actor: &str| json!({"reason": "maintenance", "actor": actor});
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/pause",
+        pause("alice"),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let again = post(&app, "/internal/jobs/daily-settlement/pause", pause("bob")).await;
+    again.expect(StatusCode::CONFLICT);
+    assert_eq!(again.body["error"], "refused", "{}", again.raw);
+    assert!(
+        again.message().contains("already paused by alice"),
+        "{}",
+        again.raw
+    );
+    let jobs = backend.jobs().await.unwrap();
+    let job = jobs
+        .iter()
+        .find(|j| j.definition.name == SETTLEMENT)
+        .unwrap();
+    assert_eq!(job.paused_by.as_deref(), Some("alice"));
+    post(
+        &app,
+        "/internal/jobs/daily-settlement/resume",
+        pause("alice"),
+    )
+    .await
+    .expect(StatusCode::OK);
+    let needless = post(&app, "/internal/jobs/daily-settlement/resume", pause("bob")).await;
+    needless.expect(StatusCode::CONFLICT);
+    assert!(
+        needless.message().contains("is not paused"),
+        "{}",
+        needless.raw
+    );
+    let actions: Vec<String> = backend
+        .audit_log(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.entry.action)
+        .collect();
+    assert_eq!(actions, ["resume", "pause"]);
 }

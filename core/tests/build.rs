@@ -316,3 +316,28 @@ fn retentions_out_of_range_are_refused() {
         .build();
     assert!(fine.is_ok(), "{fine:?}");
 }
+
+/// Issue 21, point 8: every problem of one job is listed, not only the first one found.
+#[test]
+fn every_problem_of_one_job_is_listed() {
+    let found = problems(
+        Scheduler::builder().job(
+            job("bad:zone", "61 * * * *")
+                .tz("Mars/Olympus")
+                .guard(GuardLevel::Slot),
+        ),
+    );
+    let text: Vec<String> = found.iter().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 4, "{text:#?}");
+    assert!(
+        matches!(&found[0], ConfigError::InvalidName { .. }),
+        "{text:#?}"
+    );
+    assert!(text[1].contains("Mars/Olympus"), "{text:#?}");
+    assert!(text[2].contains("minute"), "{text:#?}");
+    assert!(text[3].contains("needs a backend"), "{text:#?}");
+    assert!(
+        text.iter().all(|t| t.starts_with("job `bad:zone`")),
+        "{text:#?}"
+    );
+}

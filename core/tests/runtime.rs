@@ -766,3 +766,41 @@ async fn overlap_skip_records_the_skipped_slot_across_replicas() {
             .all(|r| matches!(r.status, RunStatus::Succeeded | RunStatus::Skipped))
     );
 }
+
+/// Issue 21, point 8: a job that asks for state the scheduler was never given fails for good
+/// (`dead`, permanent) at its first attempt; no retry can give it the state.
+#[tokio::test(start_paused = true)]
+async fn missing_state_is_a_permanent_failure() {
+    struct Bank;
+    let store = MemoryBackend::new();
+    let handle = Scheduler::builder()
+        .clock(TokioClock::starting_at(at("2026-03-08T01:59:59.500Z")))
+        .backend(store.clone())
+        .job(
+            Job::new("settle", "0 2 * * *", |ctx: JobContext| async move {
+                let _bank = ctx.state::<Bank>()?;
+                Ok::<(), JobError>(())
+            })
+            .retry(slotguard::RetryPolicy::exponential(
+                5,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            )),
+        )
+        .build()
+        .unwrap()
+        .start();
+    sleep(10.0).await;
+    handle.shutdown().await;
+    let runs = store.runs();
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0].status, RunStatus::Dead, "{runs:#?}");
+    assert_eq!(runs[0].attempt, 1, "{runs:#?}");
+    assert_eq!(
+        runs[0].error_class.as_deref(),
+        Some("permanent"),
+        "{runs:#?}"
+    );
+    let message = runs[0].error_message.as_deref().unwrap_or_default();
+    assert!(message.contains("Bank"), "{message}");
+}

@@ -140,16 +140,58 @@ pub(crate) fn shown(input: &str) -> String {
     crate::error::shown_within(input, 48)
 }
 
-/// `input` escaped (`escape_debug`) and cut to `max` characters with its length noted, so that an
-/// error message quoting it stays one readable line whatever it was given (10,000 characters,
-/// control characters, NUL bytes). Shared by the slotguard crates' error messages.
+/// `input` as a person reads it, cut to `max` characters with its length noted, so that an error
+/// message quoting it stays one readable line whatever it was given (10,000 characters, control
+/// characters, NUL bytes, a bidi override). Quotes and backslashes are left as they are (`x'; DROP`,
+/// not Rust's `x\'; DROP`); only control characters (`\n`, `\0`, `\u{1b}`) and invisible
+/// format characters (bidi controls, zero-width characters, `\u{202e}`) are written as escapes.
+/// Shared by the slotguard crates' error messages.
 #[doc(hidden)]
 pub fn shown_within(input: &str, max: usize) -> String {
-    let escaped: String = input.escape_debug().collect();
+    let mut escaped = String::with_capacity(input.len().min(max * 2));
+    for c in input.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_debug());
+        } else if is_format(c) {
+            escaped.extend(c.escape_unicode());
+        } else {
+            escaped.push(c);
+        }
+    }
     if escaped.chars().count() <= max {
         escaped
     } else {
         let head: String = escaped.chars().take(max).collect();
         format!("{head}… ({} characters)", input.chars().count())
     }
+}
+
+/// Whether `c` is an invisible format character (Unicode category Cf, and the line and paragraph
+/// separators): bidi embeddings, overrides and isolates, zero-width characters, the BOM, soft
+/// hyphens and the like, which change how text around them reads without showing themselves.
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }

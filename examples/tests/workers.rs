@@ -235,3 +235,35 @@ fn a_pod_retried_after_its_body_failed_runs_the_next_attempt() {
     );
     assert_eq!(lines(&ledger).len(), 2);
 }
+
+/// Issue 21, point 4: a pod whose store cannot be reached (PostgreSQL down, an SQLite path that
+/// cannot be opened) exits 4, which Kubernetes retries; 2 would fail the Job for good.
+#[test]
+fn a_pod_whose_store_cannot_be_reached_exits_4() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger.txt");
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, "x").expect("write a file");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let slot = this_minute().to_rfc3339();
+    for store in [
+        format!("sqlite:{}", file.join("slots.db").display()),
+        format!("postgres:sg_down:postgres://postgres@127.0.0.1:{port}/test"),
+    ] {
+        let out = cronjob(&store, &slot, &ledger, 10).output().expect("run");
+        assert_eq!(out.status.code(), Some(4), "{store}: {}", text(&out));
+    }
+    let out = cronjob("redis:nowhere", &slot, &ledger, 10)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a bad store name: {}",
+        text(&out)
+    );
+    assert!(lines(&ledger).is_empty(), "nothing ran");
+}

@@ -163,7 +163,9 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
             ));
             None
         }
-        Some(first) => parse_cron(first).map_err(|e| errors.push(e)).ok(),
+        Some(first) => parse_cron(first, !segments.as_slice().is_empty())
+            .map_err(|e| errors.push(e))
+            .ok(),
     };
 
     let mut fields = Fields::default();
@@ -221,14 +223,32 @@ fn split_at_commas(tokens: TokenStream, errors: &mut Errors) -> Vec<TokenStream>
     segments
 }
 
+/// Keys people write the cron expression under; it takes none.
+const CRON_KEYS: &[&str] = &["cron", "expr", "expression", "schedule"];
+
 /// The first argument: the cron expression as a string literal, checked with the runtime's parser.
-fn parse_cron(tokens: TokenStream) -> syn::Result<LitStr> {
+/// `more` says whether other arguments follow it (for the suggestion of a keyed expression).
+fn parse_cron(tokens: TokenStream, more: bool) -> syn::Result<LitStr> {
     let mut iter = tokens.clone().into_iter();
     let first = iter.next();
     let second = iter.next();
     if let (Some(TokenTree::Ident(key)), Some(TokenTree::Punct(eq))) = (&first, &second)
         && eq.as_char() == '='
     {
+        if CRON_KEYS.contains(&key.to_string().as_str()) {
+            // `cron = "0 2 * * *"`: the expression, under a key it does not take.
+            let value: TokenStream = iter.collect();
+            let expr = syn::parse2::<LitStr>(value)
+                .map(|lit| lit.value())
+                .unwrap_or_else(|_| "0 2 * * *".to_owned());
+            let rest = if more { ", ..." } else { "" };
+            return Err(syn::Error::new(
+                key.span(),
+                format!(
+                    "the cron expression is written without a key: write `#[scheduled({expr:?}{rest})]`"
+                ),
+            ));
+        }
         return Err(syn::Error::new(
             key.span(),
             format!(

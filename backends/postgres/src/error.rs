@@ -20,7 +20,7 @@ pub enum PgError {
     },
 
     /// The database could not be reached, or refused the connection.
-    #[error("cannot connect to PostgreSQL at {url}: {source}")]
+    #[error("cannot connect to PostgreSQL at {url}: {}", described(source))]
     Connect {
         /// The URL, password redacted.
         url: String,
@@ -31,13 +31,17 @@ pub enum PgError {
 
     /// The schema name is not a plain lower-case SQL identifier.
     #[error(
-        "invalid schema name {0:?}: use 1 to 63 characters of a-z, 0-9 and _, not starting with a digit"
+        "invalid schema name `{}`: use 1 to 63 characters of a-z, 0-9 and _, not starting with a digit",
+        slotguard_cron::shown_within(.0, 64)
     )]
     InvalidSchema(String),
 
     /// A migration of the library's schema failed; the transaction was rolled back, so nothing of it
     /// was applied.
-    #[error("migration {version} ({description}) of schema {schema} at {url} failed: {source}")]
+    #[error(
+        "migration {version} ({description}) of schema {schema} at {url} failed: {}",
+        described(source)
+    )]
     Migrate {
         /// The URL, password redacted.
         url: String,
@@ -73,8 +77,12 @@ pub enum PgError {
     /// A lock key is already registered to another job, in this or another application sharing the
     /// database. Give one of the jobs an explicit key.
     #[error(
-        "lock key {key} is registered to job {registered_job:?} of namespace {registered_namespace:?}, \
-         not to job {job:?} of namespace {namespace:?}: give one of them an explicit lock key"
+        "lock key {key} is registered to job `{}` of namespace `{}`, not to job `{}` of namespace \
+         `{}`: give one of them an explicit lock key",
+        slotguard_cron::shown_within(registered_job, 64),
+        slotguard_cron::shown_within(registered_namespace, 64),
+        slotguard_cron::shown_within(job, 64),
+        slotguard_cron::shown_within(namespace, 64)
     )]
     LockKeyCollision {
         /// The key.
@@ -100,7 +108,7 @@ pub enum PgError {
     },
 
     /// A query failed.
-    #[error("PostgreSQL query failed: {0}")]
+    #[error("PostgreSQL query failed: {}", described(.0))]
     Query(#[source] sqlx::Error),
 }
 
@@ -120,6 +128,47 @@ impl From<sqlx::Error> for PgError {
     fn from(e: sqlx::Error) -> Self {
         PgError::Query(e)
     }
+}
+
+impl From<PgError> for slotguard::RunOnceError {
+    /// For a run-once program (`Scheduler::run_once`): a server that cannot be reached, or a
+    /// schema that cannot be read or migrated, is [`RunOnceError::Store`](slotguard::RunOnceError::Store)
+    /// (exit 4, retried); a URL or schema name that can never work, a transaction-mode pooler or a
+    /// lock-key collision is [`RunOnceError::Config`](slotguard::RunOnceError::Config) (exit 2).
+    fn from(e: PgError) -> Self {
+        match e {
+            PgError::InvalidUrl { .. }
+            | PgError::InvalidSchema(_)
+            | PgError::TransactionPooler { .. }
+            | PgError::LockKeyCollision { .. } => slotguard::RunOnceError::Config(e.to_string()),
+            _ => slotguard::RunOnceError::Store(e.to_string()),
+        }
+    }
+}
+
+/// What the driver reported, as a person reads it: for a server error its message, SQLSTATE and
+/// detail, without the "at line 948" of sqlx's `Display` (a line of the PostgreSQL source file
+/// that raised it, which means nothing to an operator).
+pub(crate) fn described(e: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = e else {
+        return e.to_string();
+    };
+    let mut text = db.message().to_owned();
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(detail) = pg.detail() {
+            text.push_str(": ");
+            text.push_str(detail);
+        }
+        if let Some(hint) = pg.hint() {
+            text.push_str(" (hint: ");
+            text.push_str(hint);
+            text.push(')');
+        }
+    }
+    if let Some(code) = db.code() {
+        text.push_str(&format!(" [SQLSTATE {code}]"));
+    }
+    text
 }
 
 impl From<PgError> for StoreError {

@@ -840,7 +840,7 @@ WITH job AS (
         paused_by = CASE WHEN $2 THEN $4 ELSE paused_by END,
         paused_reason = CASE WHEN $2 THEN $5 ELSE paused_reason END,
         paused_at = CASE WHEN $2 THEN now() ELSE paused_at END
-    WHERE job_name = $1
+    WHERE job_name = $1 AND paused IS DISTINCT FROM $2
     RETURNING job_name
 ),
 audit AS (

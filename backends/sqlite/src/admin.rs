@@ -47,7 +47,7 @@ SET paused = ?2,
     paused_by = CASE WHEN ?2 THEN ?3 ELSE paused_by END,
     paused_reason = CASE WHEN ?2 THEN ?4 ELSE paused_reason END,
     paused_at = CASE WHEN ?2 THEN ?5 ELSE paused_at END
-WHERE job_name = ?1";
+WHERE job_name = ?1 AND paused <> ?2";
 
 const INSERT_AUDIT: &str = "
 INSERT INTO slotguard_job_run_audit (job_name, run_id, scheduled_at, action, actor, reason, at)

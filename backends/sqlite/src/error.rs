@@ -117,6 +117,21 @@ impl SqliteError {
     }
 }
 
+impl From<SqliteError> for slotguard::RunOnceError {
+    /// For a run-once program (`Scheduler::run_once`): a file that cannot be opened, created,
+    /// migrated or read is [`RunOnceError::Store`](slotguard::RunOnceError::Store) (exit 4,
+    /// retried); settings that cannot work, or a file written by an incompatible or newer version,
+    /// are [`RunOnceError::Config`](slotguard::RunOnceError::Config) (exit 2).
+    fn from(e: SqliteError) -> Self {
+        match e {
+            SqliteError::Config { .. }
+            | SqliteError::MigrationChanged { .. }
+            | SqliteError::TooNew { .. } => slotguard::RunOnceError::Config(e.to_string()),
+            _ => slotguard::RunOnceError::Store(e.to_string()),
+        }
+    }
+}
+
 impl From<SqliteError> for StoreError {
     fn from(e: SqliteError) -> Self {
         if e.is_unavailable() {

@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Retried, Triggered};
-use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
+use slotguard::store::{
+    AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord, RunStatus,
+};
 
 mod run;
 
@@ -392,10 +394,15 @@ pub(super) fn retried(retried: &Retried) -> String {
     )
 }
 
-/// `slotguard cancel`.
-pub(super) fn cancelled(run: &RunRecord) -> String {
+/// `slotguard cancel` of a run that `was` running or pending.
+pub(super) fn cancelled(run: &RunRecord, was: RunStatus) -> String {
+    let outlook = if was == RunStatus::Running {
+        "the replica running it is told at its next heartbeat, and its outcome is refused"
+    } else {
+        "it will not start"
+    };
     format!(
-        "cancelled: {} slot {} is {} ({}); the replica running it is told at its next heartbeat\n",
+        "cancelled: {} slot {} was {was} and is {} ({}); {outlook}\n",
         cell(&run.key.job),
         slot_of(run),
         run.status,

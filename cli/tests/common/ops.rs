@@ -1001,7 +1001,7 @@ pub(crate) fn cancel_a_running_run(fx: &Fixture) {
     let out = fx.slotguard(&["cancel", REPORT, slot, "--reason", "stuck on a lock"]);
     assert_eq!(
         out.ok(),
-        "cancelled: report slot 2026-03-01T03:00:00Z is failed (cancelled by tester: stuck on a lock); the replica running it is told at its next heartbeat\n"
+        "cancelled: report slot 2026-03-01T03:00:00Z was running and is failed (cancelled by tester: stuck on a lock); the replica running it is told at its next heartbeat, and its outcome is refused\n"
     );
     let run = fx.run(slot);
     assert_eq!(run.status, RunStatus::Failed);
@@ -1097,7 +1097,7 @@ pub(crate) fn hostile_input_changes_nothing(fx: &Fixture) {
     for (name, shown) in [
         (
             "x'; DROP TABLE jobs; --",
-            "unknown job `x\\'; DROP TABLE jobs; --`: no scheduler has registered it",
+            "unknown job `x'; DROP TABLE jobs; --`: no scheduler has registered it",
         ),
         (
             "<script>alert(1)</script>",
@@ -1428,4 +1428,87 @@ pub(crate) fn trigger_wait_follows_the_run(fx: &Fixture) {
     assert!(timeout.fails(2).starts_with("--timeout: "), "{timeout:#?}");
     let no_wait = fx.slotguard(&["trigger", REPORT, "--reason", "r", "--timeout", "5"]);
     assert_eq!(no_wait.code, Some(2), "{no_wait:#?}");
+}
+
+/// Issue 21, point 8: `missed` over every job exits non-zero when no job could be counted, rather
+/// than "0 missed".
+pub(crate) fn missed_with_no_job_countable_fails(fx: &Fixture) {
+    let backend = fx.backend().clone();
+    fx.rt.block_on(async move {
+        backend
+            .register_jobs(&[definition("alien", "0 2 * * *", "Mars/Olympus")])
+            .await
+            .expect("register jobs");
+    });
+    let out = fx.slotguard(&["missed", "--from", FROM, "--to", TO]);
+    let message = out.fails(1);
+    assert!(message.contains("alien"), "{message}");
+    assert!(message.contains("cannot be read"), "{message}");
+}
+
+/// Issue 21, point 8: cancelling a pending run says it will not start, not that a replica running
+/// it is told at its next heartbeat; a running run's cancellation still says that.
+pub(crate) fn cancel_says_what_happens_to_a_pending_run(fx: &Fixture) {
+    fx.seed();
+    let failed = "2026-03-01T02:00:00Z";
+    fx.slotguard(&["retry", REPORT, failed, "--reason", "again"])
+        .ok();
+    let text = fx
+        .slotguard(&["cancel", REPORT, failed, "--reason", "not needed"])
+        .ok()
+        .to_owned();
+    assert!(!text.contains("heartbeat"), "{text}");
+    assert!(text.contains("was pending"), "{text}");
+    assert!(text.contains("will not start"), "{text}");
+    let running = "2026-03-01T03:00:00Z";
+    let text = fx
+        .slotguard(&["cancel", REPORT, running, "--reason", "stuck"])
+        .ok()
+        .to_owned();
+    assert!(text.contains("was running"), "{text}");
+    assert!(text.contains("next heartbeat"), "{text}");
+}
+
+/// Issue 21, point 8: a second pause keeps who paused first and is refused; resuming an active job
+/// is refused and writes no `resume` audit entry.
+pub(crate) fn a_second_pause_and_a_needless_resume_are_refused(fx: &Fixture) {
+    fx.seed();
+    fx.slotguard(&["pause", REPORT, "--reason", "maintenance"])
+        .ok();
+    let message = fx
+        .slotguard(&["pause", REPORT, "--reason", "mine", "--actor", "bob"])
+        .fails(4)
+        .to_owned();
+    assert!(message.contains("already paused by tester"), "{message}");
+    let json = fx.slotguard(&["jobs", "--json"]).json();
+    let report = json.iter().find(|j| j["name"] == REPORT).expect("report");
+    assert_eq!(report["pausedBy"], USER);
+    assert_eq!(report["pausedReason"], "maintenance");
+    fx.slotguard(&["resume", REPORT, "--reason", "done"]).ok();
+    let message = fx
+        .slotguard(&["resume", REPORT, "--reason", "again"])
+        .fails(4)
+        .to_owned();
+    assert!(message.contains("is not paused"), "{message}");
+    let actions: Vec<String> = fx.audit().into_iter().map(|a| a.entry.action).collect();
+    assert_eq!(actions, ["resume", "pause"]);
+}
+
+/// Issue 21, point 8: `slotguard --help` lists every exit code, 5 and 6 of `trigger --wait`
+/// included.
+pub(crate) fn help_lists_every_exit_code() {
+    let out = run(&["--help"], &[]);
+    let text = out.ok();
+    for code in [
+        "0 done",
+        "1 ",
+        "2 usage",
+        "3 unknown",
+        "4 refused",
+        "5 ",
+        "6 ",
+    ] {
+        assert!(text.contains(code), "`{code}` missing: {text}");
+    }
+    assert!(text.contains("trigger --wait"), "{text}");
 }

@@ -57,10 +57,10 @@
 //! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run, with `jobPaused` and `message` (what happens next) |
 //! | `POST` | `/jobs/{job}/retry-failed` | `{"from", "to", "reason", "actor"?, "partition"?}` | `{"retried": [slot], "changed": [slot]}` |
 //! | `POST` | `/jobs/{job}/cancel` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
-//! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt", "paused", "message"}` |
+//! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt", "paused", "replicas", "message"}` |
 //! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "reason", "actor"?}` | backfill report |
-//! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job |
-//! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job |
+//! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job; `409 refused` if already paused (who paused it stays) |
+//! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job; `409 refused` if not paused (nothing audited) |
 //! | `GET` | `/audit` | `?job=&limit=` | `{"audit": [record]}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
@@ -679,6 +679,9 @@ impl From<AdminError> for ApiError {
                 run_status: Some(status),
                 ..ApiError::new(StatusCode::CONFLICT, "refused", message)
             },
+            AdminError::PauseState { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "refused", message)
+            }
             AdminError::Invalid { field, .. } => ApiError {
                 field: Some(field),
                 ..ApiError::new(StatusCode::BAD_REQUEST, "invalid", message)
@@ -1021,7 +1024,9 @@ struct TriggeredDto {
     run_id: i64,
     scheduled_at: DateTime<Utc>,
     paused: bool,
-    message: &'static str,
+    /// The live replicas running the job when the run was created.
+    replicas: Vec<String>,
+    message: String,
 }
 
 impl From<&Triggered> for TriggeredDto {
@@ -1030,6 +1035,7 @@ impl From<&Triggered> for TriggeredDto {
             run_id: triggered.run_id,
             scheduled_at: triggered.scheduled_at,
             paused: triggered.paused,
+            replicas: triggered.replicas.clone(),
             message: triggered.outlook(),
         }
     }

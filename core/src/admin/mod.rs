@@ -165,6 +165,17 @@ pub enum AdminError {
         /// What the operator can do instead.
         hint: &'static str,
     },
+    /// The job is already in the pause state asked for: a second pause (which would replace who
+    /// paused it and why) or the resume of an active job. Nothing was changed or audited.
+    #[error("{action} refused for job `{job}`: {state}")]
+    PauseState {
+        /// `pause` or `resume`.
+        action: &'static str,
+        /// The job.
+        job: String,
+        /// How it stands: who paused it, when and why, or that it is not paused.
+        state: String,
+    },
     /// A field of the request is malformed or out of bounds.
     #[error("invalid {field}: {problem}")]
     Invalid {
@@ -252,20 +263,38 @@ pub struct Triggered {
     /// Whether the job was paused when the run was created: then the run stays `pending` and no
     /// replica starts it until the job is resumed.
     pub paused: bool,
+    /// The live replicas that run the job's bodies, by id, as the replica registry listed them
+    /// when the run was created ([`JobStatus::replicas`]): none means that no process will start
+    /// the run until one that runs the job starts.
+    pub replicas: Vec<String>,
 }
 
 impl Triggered {
     /// What happens to the run next, in one sentence, as the CLI prints it and the HTTP router
-    /// answers it (`message`).
-    ///
-    /// The store does not know whether a replica running the job is up (a process records nothing
-    /// about itself), so an unpaused job's answer says what happens in either case.
-    pub fn outlook(&self) -> &'static str {
+    /// answers it (`message`): it waits for the resume of a paused job, is started by one of the
+    /// live replicas running the job, or waits for one to start when the registry lists none.
+    pub fn outlook(&self) -> String {
         if self.paused {
-            "queued; the job is paused, so the run waits (pending) and runs after it is resumed"
-        } else {
-            "queued; a replica running the job starts it within one recovery poll (10 s by default), \
-             or, while none is up, when one starts"
+            return "queued; the job is paused, so the run waits (pending) and runs after it is \
+                    resumed"
+                .to_owned();
+        }
+        match self.replicas.as_slice() {
+            [] => "queued; no live replica runs the job (the replica registry lists none), so the \
+                   run waits (pending) until a process that runs the job starts"
+                .to_owned(),
+            [one] => format!(
+                "queued; the live replica {} runs the job and starts it within one recovery poll \
+                 (10 s by default)",
+                shown(one)
+            ),
+            [first, rest @ ..] => format!(
+                "queued; one of the {} live replicas running the job ({} and {} more) starts it \
+                 within one recovery poll (10 s by default)",
+                rest.len() + 1,
+                shown(first),
+                rest.len()
+            ),
         }
     }
 }
@@ -404,11 +433,7 @@ impl Admin {
             let next_slots = schedule_of(&record)
                 .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
                 .unwrap_or_default();
-            let replicas = live
-                .iter()
-                .filter(|r| runs_jobs(r) && r.info.jobs.contains(&record.definition.name))
-                .map(|r| r.info.id.clone())
-                .collect();
+            let replicas = runners(&live, &record.definition.name);
             out.push(JobStatus {
                 record,
                 next_slots,
@@ -576,6 +601,8 @@ impl Admin {
     pub async fn trigger(&self, job: &str, by: &ChangeRequest) -> Result<Triggered, AdminError> {
         let audit = by.entry("trigger")?;
         let record = self.job(job).await?;
+        // Read before anything is written: a registry that cannot be read fails the trigger whole.
+        let live = self.store.replicas().await?;
         let zone = parse_zone(&record.definition.zone).unwrap_or(chrono_tz::UTC);
         let mut at = self.clock.now().trunc_subsecs(3);
         for _ in 0..MAX_TRIGGER_TRIES {
@@ -592,6 +619,7 @@ impl Admin {
                     run_id,
                     scheduled_at: at,
                     paused: record.paused,
+                    replicas: runners(&live, job),
                 });
             }
             at += chrono::Duration::milliseconds(1);
@@ -671,12 +699,14 @@ impl Admin {
 
     /// Pauses a job: every replica stops claiming its slots and retries within one recovery poll,
     /// recording the slots `skipped` with reason `paused`. Runs already going are not stopped (cancel
-    /// them).
+    /// them). A job already paused is refused ([`AdminError::PauseState`], naming who paused it):
+    /// the first pause keeps its operator and reason until a resume.
     pub async fn pause(&self, job: &str, by: &ChangeRequest) -> Result<JobRecord, AdminError> {
         self.set_paused(job, true, by).await
     }
 
-    /// Resumes a paused job.
+    /// Resumes a paused job. Refused ([`AdminError::PauseState`]) when the job is not paused:
+    /// nothing is written to the audit trail then.
     pub async fn resume(&self, job: &str, by: &ChangeRequest) -> Result<JobRecord, AdminError> {
         self.set_paused(job, false, by).await
     }
@@ -687,12 +717,32 @@ impl Admin {
         paused: bool,
         by: &ChangeRequest,
     ) -> Result<JobRecord, AdminError> {
-        let audit = by.entry(if paused { "pause" } else { "resume" })?;
+        let action = if paused { "pause" } else { "resume" };
+        let audit = by.entry(action)?;
         named(job)?;
-        if !self.store.set_paused(job, paused, &audit).await? {
-            return Err(AdminError::UnknownJob { job: shown(job) });
+        if self.store.set_paused(job, paused, &audit).await? {
+            return self.job(job).await;
         }
-        self.job(job).await
+        // Nothing was written: the job is unknown, or already as asked.
+        let record = self.job(job).await?;
+        let state = if record.paused {
+            format!(
+                "it is already paused by {}{}: {}; resume it first to pause it again",
+                shown(record.paused_by.as_deref().unwrap_or("?")),
+                record
+                    .paused_at
+                    .map(|at| format!(" since {}", rfc3339(&at)))
+                    .unwrap_or_default(),
+                shown(record.paused_reason.as_deref().unwrap_or(""))
+            )
+        } else {
+            "it is not paused".to_owned()
+        };
+        Err(AdminError::PauseState {
+            action,
+            job: shown(job),
+            state,
+        })
     }
 
     /// The audit trail, newest first, at most `limit` records: 1 to [`MAX_PAGE`] ([`check_page`]).
@@ -730,6 +780,14 @@ impl Admin {
             overlap: Overlap::Allow,
         }
     }
+}
+
+/// The ids of the live replicas in `live` that run `job`'s bodies.
+fn runners(live: &[ReplicaRecord], job: &str) -> Vec<String> {
+    live.iter()
+        .filter(|r| r.alive && runs_jobs(r) && r.info.jobs.iter().any(|j| j == job))
+        .map(|r| r.info.id.clone())
+        .collect()
 }
 
 /// Whether a replica runs job bodies (role `all` or `worker`): a `scheduler` only queues slots,

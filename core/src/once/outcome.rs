@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
+use crate::admin::rfc3339;
 use crate::store::RunStatus;
 
 /// How [`Scheduler::run_once`](crate::Scheduler::run_once) ended. [`exit_code`](Self::exit_code)
@@ -15,9 +16,9 @@ use crate::store::RunStatus;
 /// | `Succeeded` | 0 | complete | success |
 /// | `Suppressed` (another process ran or runs the slot, or the job is paused) | 0 | complete | success |
 /// | `Failed`, `Abandoned`, `Unfinished` (the slot's run waits for an attempt this process could not start) | 1 | retried up to `backoffLimit`; the retry is the slot's next attempt | failed (`Restart=on-failure` retries) |
-/// | [`RunOnceError`]: bad input (unknown job, not a slot of its schedule, not due) | 2 | fail the Job (`podFailurePolicy` `FailJob` on 2) | failed |
+/// | [`RunOnceError`]: bad input (unknown job, not a slot of its schedule, not due, a configuration that cannot work) | 2 | fail the Job (`podFailurePolicy` `FailJob` on 2) | failed |
 /// | `TooLate` (older than the job's catch-up window; recorded `skipped`) | 3 | fail the Job (`FailJob` on 3) | failed |
-/// | [`RunOnceError::Store`] (store unreachable) | 4 | retried | failed |
+/// | [`RunOnceError::Store`] (store unreachable, or its file or database cannot be opened) | 4 | retried | failed (`Restart=on-failure` retries) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RunOnce {
@@ -123,7 +124,8 @@ impl fmt::Display for RunOnce {
             }
             RunOnce::TooLate { slot } => write!(
                 f,
-                "refused: slot {slot} is older than the job's catch-up window (recorded skipped)"
+                "refused: slot {} is older than the job's catch-up window (recorded skipped)",
+                rfc3339(slot)
             ),
         }
     }
@@ -137,13 +139,13 @@ pub enum RunOnceError {
     #[error("unknown job `{0}`")]
     UnknownJob(String),
     /// The instant is not a slot of the job's schedule (check the trigger's schedule and zone).
-    #[error("{slot} is not a slot of the job's schedule")]
+    #[error("{} is not a slot of the job's schedule", rfc3339(slot))]
     NotASlot {
         /// The instant asked for.
         slot: DateTime<Utc>,
     },
     /// The slot is in the future.
-    #[error("slot {slot} is not due yet (now {now})")]
+    #[error("slot {} is not due yet (now {})", rfc3339(slot), rfc3339(now))]
     NotDue {
         /// The slot.
         slot: DateTime<Utc>,
@@ -156,13 +158,27 @@ pub enum RunOnceError {
     /// Where the slot should come from gave none, or an unreadable one.
     #[error("no slot: {0}")]
     NoSlot(String),
-    /// The store could not be asked.
+    /// The store could not be asked: unreachable (PostgreSQL down, a connection refused or timed
+    /// out), or its file or database could not be opened or migrated. Worth retrying: exit 4.
     #[error("store: {0}")]
     Store(String),
+    /// The program's configuration cannot work, whenever it is retried: a store URL or schema name
+    /// that is invalid, a job that [`SchedulerBuilder::build`](crate::SchedulerBuilder::build)
+    /// refuses, a setting missing. Exit 2.
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl From<crate::BuildError> for RunOnceError {
+    /// A job or setting `build()` refused: bad input, exit 2.
+    fn from(e: crate::BuildError) -> Self {
+        RunOnceError::Config(e.to_string())
+    }
 }
 
 impl RunOnceError {
-    /// 4 when the store could not be asked (worth retrying), 2 for bad input.
+    /// 4 when the store could not be asked or opened (worth retrying), 2 for bad input or a
+    /// configuration that cannot work.
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.code())
     }
@@ -172,6 +188,44 @@ impl RunOnceError {
         match self {
             RunOnceError::Store(_) => 4,
             _ => 2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    /// Issue 21, point 8: instants are printed in RFC 3339, without nanoseconds.
+    #[test]
+    fn instants_are_rfc3339_without_nanoseconds() {
+        let slot = at("2026-12-02T02:00:00Z");
+        let now = at("2026-12-02T01:59:58.123456789Z");
+        let texts = [
+            RunOnce::TooLate { slot }.to_string(),
+            RunOnceError::NotDue { slot, now }.to_string(),
+            RunOnceError::NotASlot { slot: now }.to_string(),
+        ];
+        assert!(
+            texts[0].contains("slot 2026-12-02T02:00:00Z "),
+            "{}",
+            texts[0]
+        );
+        assert_eq!(
+            texts[1],
+            "slot 2026-12-02T02:00:00Z is not due yet (now 2026-12-02T01:59:58.123Z)"
+        );
+        assert!(
+            texts[2].starts_with("2026-12-02T01:59:58.123Z "),
+            "{}",
+            texts[2]
+        );
+        for text in texts {
+            assert!(!text.contains("UTC") && !text.contains("456789"), "{text}");
         }
     }
 }

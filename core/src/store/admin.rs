@@ -200,8 +200,9 @@ pub trait AdminStore: Send + Sync + 'static {
     async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
 
     /// Pauses (`paused = true`) or resumes a registered job and audits it. A pause records who, why
-    /// and when; a resume clears only `paused` and leaves them as the pause wrote them. `false` when
-    /// no job has that name.
+    /// and when; a resume clears only `paused` and leaves them as the pause wrote them. `false`,
+    /// with nothing written and nothing audited, when no job has that name or the job is already
+    /// as asked (a second pause keeps the first one's operator and reason).
     async fn set_paused(
         &self,
         job: &str,

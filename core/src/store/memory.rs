@@ -393,7 +393,7 @@ impl AdminStore for MemoryBackend {
         let now = self.clock.now();
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(record) = inner.jobs.get_mut(job) else {
+        let Some(record) = inner.jobs.get_mut(job).filter(|r| r.paused != paused) else {
             return Ok(false);
         };
         record.paused = paused;

@@ -38,6 +38,13 @@ pub async fn jobs_are_registered_and_keep_their_pause_state(backend: &dyn Backen
             .await
             .expect("resume")
     );
+    // Resuming an active job writes nothing and audits nothing (issue 21).
+    assert!(
+        !backend
+            .set_paused("zeta", false, &resume)
+            .await
+            .expect("resume")
+    );
     // The pause stays on show as it was; the resume is in the audit trail.
     let zeta = job(backend, "zeta").await;
     assert!(!zeta.paused);
@@ -112,6 +119,13 @@ async fn pause_and_register_again(
     assert!(
         !backend
             .set_paused("nope", true, &pause())
+            .await
+            .expect("pause")
+    );
+    // A second pause (issue 21): nothing changes, the first pause keeps its operator and reason.
+    assert!(
+        !backend
+            .set_paused("zeta", true, &entry("pause", "mallory", "mine now"))
             .await
             .expect("pause")
     );

@@ -58,3 +58,20 @@ async fn a_backend_does_not_print_its_password() {
     assert!(debug.contains(&schema.name), "{debug}");
     backend.close().await;
 }
+
+/// Issue 21, point 8: a server error reads as the server's message, not as "… at line 948" (the
+/// line of the PostgreSQL source file that raised it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_do_not_end_in_a_server_source_line() {
+    let mut url = slotguard_tests::pg::database_url();
+    let at = url.rfind('/').expect("a database in the URL");
+    url.truncate(at);
+    url.push_str("/sg_no_such_database_21");
+    let err = PgBackend::connect(&url)
+        .await
+        .expect_err("no such database");
+    let text = err.to_string();
+    assert!(text.contains("sg_no_such_database_21"), "{text}");
+    assert!(!text.contains(" at line "), "{text}");
+    assert!(text.contains("3D000"), "the SQLSTATE is kept: {text}");
+}

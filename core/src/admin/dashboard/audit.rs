@@ -17,7 +17,7 @@ pub(super) async fn page(State(ui): State<Ui>, base: Base) -> Response {
     let body = html! {
         h1 { "Audit trail" }
         p { "Every change, who asked for it and why; the newest 200." }
-        (live("audit", audit_table(&records)))
+        (live("audit", audit_table(&base, &records)))
     };
     html_response(StatusCode::OK, frame(&base, "Audit", body))
 }

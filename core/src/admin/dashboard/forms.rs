@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
 use super::Settings;
-use super::input::local_input;
+use super::input::instant_field;
 use super::page::{Base, csrf_field};
 use crate::admin::rfc3339;
 
@@ -55,10 +55,8 @@ pub(super) fn trigger(base: &Base, settings: &Settings, job: &str) -> Markup {
 pub(super) fn backfill(base: &Base, settings: &Settings, job: &str) -> Markup {
     let now = Utc::now();
     let fields = html! {
-        label { "From (UTC) " input type="datetime-local" step="1" name="from" required
-            value=(local_input(&(now - chrono::Duration::hours(1)))); }
-        label { "To (UTC) " input type="datetime-local" step="1" name="to" required
-            value=(local_input(&now)); }
+        (instant_field("From", "from", Some(&(now - chrono::Duration::hours(1))), true))
+        (instant_field("To", "to", Some(&now), true))
         label { "Runs per second " input type="number" name="per_second" min="0.001"
             max="1000" step="any" value="1"; }
     };
@@ -90,10 +88,8 @@ pub(super) fn run_change(
 pub(super) fn retry_failed(base: &Base, settings: &Settings, job: &str) -> Markup {
     let now = Utc::now();
     let fields = html! {
-        label { "From (UTC) " input type="datetime-local" step="1" name="from" required
-            value=(local_input(&(now - chrono::Duration::days(1)))); }
-        label { "To (UTC) " input type="datetime-local" step="1" name="to" required
-            value=(local_input(&now)); }
+        (instant_field("From", "from", Some(&(now - chrono::Duration::days(1))), true))
+        (instant_field("To", "to", Some(&now), true))
     };
     change_form(
         base,

@@ -2,6 +2,8 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
+use maud::{Markup, html};
+
 use crate::admin::{AdminError, shown};
 
 /// An empty field is an absent one.
@@ -41,9 +43,30 @@ pub(super) fn maybe_instant(
     present(text).map(|t| instant(field, t)).transpose()
 }
 
-/// An instant as a `datetime-local` input shows it (UTC, to the second).
-pub(super) fn local_input(at: &DateTime<Utc>) -> String {
-    at.format("%Y-%m-%dT%H:%M:%S").to_string()
+/// The example every date field shows: the form the fields take and show, RFC 3339 in UTC.
+pub(super) const INSTANT_EXAMPLE: &str = "2026-03-07T17:00:00Z";
+
+/// An instant as every date field shows it: RFC 3339 in UTC, to the second (the form the runs
+/// filter takes too; a browser's `datetime-local` picker would show it in the browser's locale).
+pub(super) fn field_value(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A text field for an instant, RFC 3339 in UTC, with `value` (if any) in that form.
+pub(super) fn instant_field(
+    label: &str,
+    name: &str,
+    value: Option<&DateTime<Utc>>,
+    required: bool,
+) -> Markup {
+    html! {
+        label {
+            (label) " (RFC 3339, UTC) "
+            input type="text" name=(name) required[required] placeholder=(INSTANT_EXAMPLE)
+                pattern=r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?"
+                value=(value.map(field_value).unwrap_or_default());
+        }
+    }
 }
 
 #[cfg(test)]

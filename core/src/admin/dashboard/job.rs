@@ -7,11 +7,9 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::input::{maybe_instant, present};
+use super::input::{INSTANT_EXAMPLE, maybe_instant, present};
 use super::jobs::{next_slots, pause_state};
-use super::page::{
-    Base, admin_error, badge, duration, frame, html_response, live, maybe, notice, utc,
-};
+use super::page::{Base, admin_error, badge, duration, frame, html_response, live, notice, utc};
 use super::words::describe;
 use super::{Ui, forms, timeline};
 use crate::admin::AdminError;
@@ -125,9 +123,9 @@ fn filters(base: &Base, job: &str, query: &JobQuery) -> Markup {
                     }
                 }
             }
-            label { "From " input type="text" name="from" placeholder="2026-03-07T00:00Z"
+            label { "From (RFC 3339) " input type="text" name="from" placeholder=(INSTANT_EXAMPLE)
                 value=(query.from.as_deref().unwrap_or("")); }
-            label { "To " input type="text" name="to" placeholder="now"
+            label { "To (RFC 3339) " input type="text" name="to" placeholder="now"
                 value=(query.to.as_deref().unwrap_or("")); }
             label { "Partition " input type="text" name="partition" placeholder="any"
                 value=(query.partition.as_deref().unwrap_or("")); }
@@ -160,7 +158,7 @@ fn run_row(base: &Base, run: &RunRecord) -> Markup {
             td { a href=(base.run(&key.job, &key.scheduled_at, &key.partition)) { (utc(&key.scheduled_at)) } }
             td { a href=(base.job(&key.job)) { (key.job) }
                 @if !key.partition.is_empty() { " · " code { (key.partition) } } }
-            td { (badge(run.status)) }
+            td { (badge(run.status)) (queued(run)) }
             td { (run.trigger.as_str()) }
             td { ol.attempts {
                 @for a in &run.attempts {
@@ -171,10 +169,27 @@ fn run_row(base: &Base, run: &RunRecord) -> Markup {
             td {
                 @if let Some(class) = &run.error_class { code { (class) } " " }
                 (run.error_message.as_deref().unwrap_or(""))
-                @if let Some(next) = &run.next_attempt_at {
-                    @if run.status == RunStatus::Pending { br; small { "next attempt " (maybe(Some(next))) } }
-                }
             }
+        }
+    }
+}
+
+/// When a `pending` run is due: "queued since" an instant already passed (it waits for a replica,
+/// a free moment of the job, or the resume of a paused job), or its next attempt still to come.
+/// Said under the status, not as an error.
+fn queued(run: &RunRecord) -> Markup {
+    let Some(next) = run
+        .next_attempt_at
+        .filter(|_| run.status == RunStatus::Pending)
+    else {
+        return html! {};
+    };
+    html! {
+        br;
+        @if next <= chrono::Utc::now() {
+            small { "queued since " (utc(&next)) }
+        } @else {
+            small { "next attempt at " (utc(&next)) }
         }
     }
 }

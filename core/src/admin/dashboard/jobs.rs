@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::Ui;
 use super::page::{Base, admin_error, badge, frame, html_response, live, notice, utc};
 use super::words::describe;
-use crate::admin::JobStatus;
+use crate::admin::{AdminError, JobStatus};
 use crate::store::{RunFilter, RunStatus};
 
 #[derive(Deserialize)]
@@ -25,29 +25,54 @@ pub(super) async fn page(State(ui): State<Ui>, base: Base, Query(done): Query<Do
         Ok(jobs) => jobs,
         Err(e) => return admin_error(&base, &e),
     };
-    let running = RunFilter {
-        status: Some(RunStatus::Running),
-        limit: crate::admin::MAX_PAGE,
-        ..RunFilter::default()
-    };
-    let mut in_progress: HashMap<String, usize> = HashMap::new();
-    match ui.admin.runs(running).await {
-        Ok(runs) => {
-            for run in runs {
-                *in_progress.entry(run.key.job).or_default() += 1;
-            }
-        }
+    let running = match count(&ui, RunStatus::Running).await {
+        Ok(counts) => counts,
         Err(e) => return admin_error(&base, &e),
-    }
+    };
+    let queued = match count(&ui, RunStatus::Pending).await {
+        Ok(counts) => counts,
+        Err(e) => return admin_error(&base, &e),
+    };
     let body = html! {
         h1 { "Jobs" }
         (notice(done.done.as_deref()))
-        (live("jobs", table(&base, &jobs, &in_progress)))
+        (live("jobs", table(&base, &jobs, &Counts { running, queued })))
     };
     html_response(StatusCode::OK, frame(&base, "Jobs", body))
 }
 
-fn table(base: &Base, jobs: &[JobStatus], in_progress: &HashMap<String, usize>) -> Markup {
+/// The runs of each job in one status, from one page of at most [`MAX_PAGE`](crate::admin::MAX_PAGE)
+/// runs across every job (a count that reaches it is shown as "1000+").
+async fn count(ui: &Ui, status: RunStatus) -> Result<HashMap<String, usize>, AdminError> {
+    let filter = RunFilter {
+        status: Some(status),
+        limit: crate::admin::MAX_PAGE,
+        ..RunFilter::default()
+    };
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for run in ui.admin.runs(filter).await? {
+        *counts.entry(run.key.job).or_default() += 1;
+    }
+    Ok(counts)
+}
+
+/// Runs per job: running now, and queued (`pending`: due, waiting for a retry, for a free moment
+/// of the job, or for the resume of a paused job).
+struct Counts {
+    running: HashMap<String, usize>,
+    queued: HashMap<String, usize>,
+}
+
+impl Counts {
+    fn shown(counts: &HashMap<String, usize>, job: &str) -> String {
+        match counts.get(job).copied().unwrap_or(0) {
+            n if n >= crate::admin::MAX_PAGE => format!("{n}+"),
+            n => n.to_string(),
+        }
+    }
+}
+
+fn table(base: &Base, jobs: &[JobStatus], counts: &Counts) -> Markup {
     html! {
         @if jobs.is_empty() {
             p { "No job is registered yet: a scheduler registers its jobs when it starts." }
@@ -55,11 +80,12 @@ fn table(base: &Base, jobs: &[JobStatus], in_progress: &HashMap<String, usize>) 
             table.jobs {
                 thead { tr {
                     th { "Job" } th { "Schedule" } th { "Zone · DST" } th { "Guard" }
-                    th { "State" } th { "Last run" } th { "Next slots" } th { "Running" } th { "Replicas" }
+                    th { "State" } th { "Last run" } th { "Next slots" } th { "Running" }
+                    th { "Queued" } th { "Replicas" }
                 } }
                 tbody {
                     @for job in jobs {
-                        (row(base, job, in_progress.get(&job.record.definition.name).copied()))
+                        (row(base, job, counts))
                     }
                 }
             }
@@ -67,7 +93,7 @@ fn table(base: &Base, jobs: &[JobStatus], in_progress: &HashMap<String, usize>) 
     }
 }
 
-fn row(base: &Base, job: &JobStatus, running: Option<usize>) -> Markup {
+fn row(base: &Base, job: &JobStatus, counts: &Counts) -> Markup {
     let def = &job.record.definition;
     let zone = def.zone.parse::<chrono_tz::Tz>().ok();
     html! {
@@ -89,7 +115,8 @@ fn row(base: &Base, job: &JobStatus, running: Option<usize>) -> Markup {
                 } @else { "never" }
             }
             td { (next_slots(&job.next_slots, zone)) }
-            td { (running.unwrap_or(0)) }
+            td { (Counts::shown(&counts.running, &def.name)) }
+            td.queued { (Counts::shown(&counts.queued, &def.name)) }
             td {
                 @if job.active() {
                     a href=(base.at("/replicas")) { (job.replicas.len()) " live" }

@@ -8,7 +8,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::Ui;
-use super::input::{local_input, maybe_instant};
+use super::input::{instant_field, maybe_instant};
 use super::page::{Base, admin_error, frame, html_response, live, utc};
 use crate::admin::{AdminError, JobMissed};
 
@@ -41,8 +41,8 @@ async fn render(ui: &Ui, base: &Base, range: &Range) -> Result<Markup, AdminErro
     Ok(html! {
         h1 { "Missed slots" }
         form.filters method="get" action=(base.at("/missed")) {
-            label { "From (UTC) " input type="datetime-local" step="1" name="from" value=(local_input(&from)); }
-            label { "To (UTC) " input type="datetime-local" step="1" name="to" value=(local_input(&to)); }
+            (instant_field("From", "from", Some(&from), false))
+            (instant_field("To", "to", Some(&to), false))
             button type="submit" { "Show" }
         }
         p { "Slots of each schedule from " (utc(&from)) " to " (utc(&to))

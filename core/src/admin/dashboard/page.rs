@@ -129,7 +129,7 @@ pub(super) fn error_page(base: &Base, status: StatusCode, message: &str) -> Resp
 pub(super) fn error_status(error: &AdminError) -> StatusCode {
     match error {
         AdminError::UnknownJob { .. } | AdminError::UnknownRun { .. } => StatusCode::NOT_FOUND,
-        AdminError::Refused { .. } => StatusCode::CONFLICT,
+        AdminError::Refused { .. } | AdminError::PauseState { .. } => StatusCode::CONFLICT,
         AdminError::Invalid { .. } => StatusCode::BAD_REQUEST,
         AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     }

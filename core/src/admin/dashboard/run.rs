@@ -8,10 +8,10 @@ use serde::Deserialize;
 
 use super::input::instant;
 use super::page::{
-    Base, admin_error, badge, duration, frame, html_response, live, maybe, notice, utc,
+    Base, admin_error, badge, duration, frame, html_response, live, maybe, notice, segment, utc,
 };
 use super::{Ui, forms};
-use crate::admin::AdminError;
+use crate::admin::{AdminError, rfc3339};
 use crate::context::idempotency_key;
 use crate::store::{AuditRecord, RunRecord, RunStatus};
 
@@ -69,7 +69,7 @@ async fn render(
         h2 { "Checkpoint" }
         (live("checkpoint", checkpoint_of(checkpoint.as_deref())))
         h2 { "Audit trail" }
-        (audit_table(&audit))
+        (audit_table(base, &audit))
     })
 }
 
@@ -134,7 +134,7 @@ fn attempts(run: &RunRecord) -> Markup {
 }
 
 /// Audit records, newest first.
-pub(super) fn audit_table(records: &[AuditRecord]) -> Markup {
+pub(super) fn audit_table(base: &Base, records: &[AuditRecord]) -> Markup {
     html! {
         @if records.is_empty() {
             p { "No change recorded." }
@@ -144,7 +144,15 @@ pub(super) fn audit_table(records: &[AuditRecord]) -> Markup {
                 tbody {
                     @for r in records {
                         tr {
-                            td { (utc(&r.at)) } td { (r.job) } td { (maybe(r.scheduled_at.as_ref())) }
+                            td { (utc(&r.at)) }
+                            td { a href=(base.job(&r.job)) { (r.job) } }
+                            td {
+                                // The record names the run's slot, not its partition: the link lists
+                                // the slot's runs, every partition of it.
+                                @if let Some(slot) = &r.scheduled_at {
+                                    a href=(slot_runs(base, &r.job, slot)) { (utc(slot)) }
+                                } @else { "–" }
+                            }
                             td { (r.entry.action) } td { (r.entry.actor) } td { (r.entry.reason) }
                         }
                     }
@@ -152,4 +160,15 @@ pub(super) fn audit_table(records: &[AuditRecord]) -> Markup {
             }
         }
     }
+}
+
+/// The job page's runs list filtered to `slot`'s runs: from the slot to the next millisecond.
+fn slot_runs(base: &Base, job: &str, slot: &chrono::DateTime<chrono::Utc>) -> String {
+    let to = *slot + chrono::Duration::milliseconds(1);
+    format!(
+        "{}?from={}&to={}",
+        base.job(job),
+        segment(&rfc3339(slot)),
+        segment(&rfc3339(&to))
+    )
 }

@@ -88,11 +88,30 @@ pub(super) fn draw(base: &Base, job: &str, cells: &[Cell]) -> Markup {
                     }
                 }
             }
+            (axis(cells))
             p.legend {
                 @for kind in ["succeeded", "failed", "skipped", "missed", "running", "pending", "retrying"] {
                     span class={ "cell k-" (kind) } {} " " (kind) " "
                 }
             }
+        }
+    }
+}
+
+/// The time axis under the cells: the instants of the oldest cell (left), the middle one and the
+/// newest (right), and now. The cells are slots, not equal spans of time (a gap of missed slots or
+/// a burst of manual runs shows as cells, not as distance), so the axis names instants rather than
+/// drawing a scale.
+fn axis(cells: &[Cell]) -> Markup {
+    let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
+        return html! {};
+    };
+    let middle = &cells[cells.len() / 2];
+    html! {
+        div.timeline-axis aria-hidden="true" {
+            span.axis-start { "▲ " (utc(&first.at)) }
+            @if cells.len() > 2 { span.axis-middle { (utc(&middle.at)) } }
+            span.axis-end { (utc(&last.at)) " ▲ · now " (utc(&Utc::now())) }
         }
     }
 }
