@@ -6,7 +6,7 @@ use slotguard_cron::{ScheduleError, UnknownZone};
 
 use crate::guard::GuardLevel;
 
-/// One or more jobs or settings were rejected by [`SchedulerBuilder::build`].
+/// One or more jobs or settings were rejected by [`SchedulerBuilder::build`](super::SchedulerBuilder::build)(super::SchedulerBuilder::build).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct BuildError {
     /// Every problem found, in the order the jobs were given.
@@ -32,7 +32,7 @@ impl fmt::Display for BuildError {
     }
 }
 
-/// One problem found by [`SchedulerBuilder::build`].
+/// One problem found by [`SchedulerBuilder::build`](super::SchedulerBuilder::build)(super::SchedulerBuilder::build).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

@@ -14,7 +14,7 @@ use crate::policy::{CatchUp, Overlap};
 
 use super::ConfigError;
 
-/// The default of [`SchedulerBuilder::retention`]: 30 days.
+/// The default of [`SchedulerBuilder::retention`](super::SchedulerBuilder::retention): 30 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// The longest retention accepted: a century, "forever" in practice.
@@ -32,10 +32,10 @@ pub(super) fn check_retention(keep: Duration) -> Result<(), String> {
 }
 
 /// How long before a slot's instant a `scheduler`-role process enqueues it, unless
-/// [`SchedulerBuilder::claim_ahead`] says otherwise.
+/// [`SchedulerBuilder::claim_ahead`](super::SchedulerBuilder::claim_ahead) says otherwise.
 pub(super) const SCHEDULER_LEAD: Duration = Duration::from_millis(100);
 
-/// The default of [`SchedulerBuilder::load_spread`] with a backend.
+/// The default of [`SchedulerBuilder::load_spread`](super::SchedulerBuilder::load_spread) with a backend.
 pub(super) const DEFAULT_SPREAD: Duration = Duration::from_millis(20);
 
 /// What jobs take from the scheduler when they do not say.
