@@ -1,6 +1,7 @@
-//! Claims and due claims on PostgreSQL: one statement per call (`CLAIM`, `CLAIM_DUE` in `sql.rs`)
-//! carries out the rules of [`slotguard::store::rules`]; this module binds the requests, reads the
-//! answers, and logs the events the rules imply from what the statement says it did.
+//! Claims and due claims on PostgreSQL: one statement per call (`CLAIM` in `sql/claim.rs`,
+//! `CLAIM_DUE` in `sql/due.rs`) carries out the rules of [`slotguard::store::rules`]; this module
+//! binds the requests, reads the answers, and logs the events the rules imply from what the
+//! statement says it did.
 
 use slotguard::Overlap;
 use slotguard::store::rules::Event;
@@ -122,7 +123,7 @@ impl PgBackend {
         claim: PgQuery<'q>,
     ) -> Result<(Vec<PgRow>, Vec<PgRow>), PgError> {
         let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(crate::sql::LOCK_JOBS)
+        sqlx::query(crate::sql::claim::LOCK_JOBS)
             .bind(jobs)
             .execute(&mut *tx)
             .await?;

@@ -472,7 +472,8 @@ impl PgBackend {
     }
 
     /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
-    /// transaction that first takes each job's transaction-level claim lock ([`sql::LOCK_JOBS`]).
+    /// transaction that first takes each job's transaction-level claim lock
+    /// ([`sql::claim::LOCK_JOBS`]).
     /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
     /// one job at the same instant would not see each other's rows and could both run. With it,
     /// the second claim of a job waits for the first to commit and then sees its row.
@@ -487,7 +488,7 @@ impl PgBackend {
             return Ok(query.fetch_all(&self.inner.pool).await?);
         }
         let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(sql::LOCK_JOBS)
+        sqlx::query(sql::claim::LOCK_JOBS)
             .bind(jobs)
             .execute(&mut *tx)
             .await?;
@@ -500,7 +501,7 @@ impl PgBackend {
 #[async_trait]
 impl SlotStore for PgBackend {
     /// One statement for the whole batch, after the batch's jobs' claim locks; see the crate's
-    /// `sql.rs` for how it stays exclusive under concurrent claimers.
+    /// `sql/claim.rs` for how it stays exclusive under concurrent claimers.
     async fn claim(
         &self,
         owner: &str,
@@ -514,7 +515,7 @@ impl SlotStore for PgBackend {
         self.enqueue_rows(requests).await
     }
 
-    /// One read; see `NEXT_DUE` in the crate's `sql.rs`.
+    /// One read; see `NEXT_DUE` in the crate's `sql/due.rs`.
     async fn next_due(
         &self,
         specs: &[DueSpec],
@@ -639,7 +640,7 @@ impl SlotStore for PgBackend {
         Ok(found)
     }
 
-    /// One read; see the crate's `sql.rs`.
+    /// One read; see `DUE_JOBS` in the crate's `sql/due.rs`.
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
         if specs.is_empty() {
             return Ok(Vec::new());
@@ -655,7 +656,8 @@ impl SlotStore for PgBackend {
         Ok(due)
     }
 
-    /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
+    /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see `CLAIM_DUE` in the crate's
+    /// `sql/due.rs`.
     async fn claim_due(
         &self,
         owner: &str,
@@ -706,7 +708,8 @@ impl LockStore for PgBackend {
     }
 
     /// One statement: ends the lock sessions of frozen holders (`pg_terminate_backend`, which needs
-    /// the same role or `pg_signal_backend`); see the crate's `sql.rs`.
+    /// the same role or `pg_signal_backend`); see `BREAK_STALE_LOCKS` in the crate's
+    /// `sql/locks.rs`.
     async fn break_stale_locks(
         &self,
         _owner: &str,
