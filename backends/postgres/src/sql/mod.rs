@@ -127,7 +127,7 @@ pub(crate) fn quote_schema(schema: &str) -> Option<String> {
 
 /// `sql` with the rulebook's reasons (`{skipped_overlap}`, `{waiting}`, `{superseded}`,
 /// `{replaced}`, `{heartbeat_expired}`, and `{exhausted}`, a `format()` pattern) as SQL string
-/// literals: the statements record the words [`rules::reason`] spells.
+/// literals: the statements record the words [`rules::reason`](reason) spells.
 fn with_reasons(sql: &str) -> String {
     let literal = |text: &str| format!("'{}'", text.replace('\'', "''"));
     sql.replace("{skipped_overlap}", &literal(reason::SKIPPED_OVERLAP))
