@@ -1,6 +1,7 @@
-//! Claims and due claims on PostgreSQL: one statement per call (`CLAIM`, `CLAIM_DUE` in `sql.rs`)
-//! carries out the rules of [`slotguard::store::rules`]; this module binds the requests, reads the
-//! answers, and logs the events the rules imply from what the statement says it did.
+//! Claims and due claims on PostgreSQL: one statement per call (`CLAIM` in `sql/claim.rs`,
+//! `CLAIM_DUE` in `sql/due.rs`) carries out the rules of [`slotguard::store::rules`]; this module
+//! binds the requests, reads the answers, and logs the events the rules imply from what the
+//! statement says it did.
 
 use slotguard::Overlap;
 use slotguard::store::rules::Event;
@@ -11,6 +12,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use crate::error::PgError;
+use crate::sql::claim::LOCK_JOBS;
 use crate::sql::sql;
 use crate::{MAX_STALE_AFTER, PgBackend, inspect, micros, spec_columns};
 
@@ -113,6 +115,46 @@ impl PgBackend {
 }
 
 impl PgBackend {
+    /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
+    /// transaction that first takes each job's transaction-level claim lock ([`LOCK_JOBS`]).
+    /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
+    /// one job at the same instant would not see each other's rows and could both run. With it,
+    /// the second claim of a job waits for the first to commit and then sees its row.
+    ///
+    /// Cancel safe: dropping the future rolls the transaction back.
+    async fn fetch_serialized<'q>(
+        &self,
+        jobs: &[&str],
+        query: PgQuery<'q>,
+    ) -> Result<Vec<PgRow>, PgError> {
+        if jobs.is_empty() {
+            return Ok(query.fetch_all(&self.inner.pool).await?);
+        }
+        let mut tx = self.inner.pool.begin().await?;
+        sqlx::query(LOCK_JOBS).bind(jobs).execute(&mut *tx).await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// `RECORD_SKIPPED` for `requests`, with `reason`: one statement for the batch.
+    pub(crate) async fn record_skipped_rows(
+        &self,
+        requests: &[ClaimRequest],
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        RequestColumns::new(requests)
+            .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
+            .bind(max_early_us())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(())
+    }
+
     /// `DECIDE_QUEUED` then `CLAIM_DUE`, in one transaction after the jobs' claim locks: the
     /// decisions' rows and the claim's.
     async fn decide_then_claim<'q>(
@@ -122,10 +164,7 @@ impl PgBackend {
         claim: PgQuery<'q>,
     ) -> Result<(Vec<PgRow>, Vec<PgRow>), PgError> {
         let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(crate::sql::LOCK_JOBS)
-            .bind(jobs)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(LOCK_JOBS).bind(jobs).execute(&mut *tx).await?;
         let decided = decide.fetch_all(&mut *tx).await?;
         let claimed = claim.fetch_all(&mut *tx).await?;
         tx.commit().await?;

@@ -36,8 +36,8 @@ fn count(column: &'static str, value: i32) -> Result<u32, PgError> {
     })
 }
 
-/// Folds the rows of [`RUNS`](crate::sql::RUNS) or [`LIST_RUNS`](crate::sql::LIST_RUNS) (one per
-/// attempt, the attempts of a run next to each other) into runs.
+/// Folds the rows of [`RUNS`](crate::sql::runs::RUNS) or [`LIST_RUNS`](crate::sql::runs::LIST_RUNS)
+/// (one per attempt, the attempts of a run next to each other) into runs.
 pub(crate) fn fold_runs(rows: Vec<PgRow>) -> Result<Vec<RunRecord>, PgError> {
     let mut runs: Vec<RunRecord> = Vec::new();
     for row in rows {
@@ -106,7 +106,7 @@ pub(crate) fn fingerprint_from_db(stored: i64) -> u64 {
     u64::from_ne_bytes(stored.to_ne_bytes())
 }
 
-/// A row of [`JOBS`](crate::sql::JOBS).
+/// A row of [`JOBS`](crate::sql::jobs::JOBS).
 pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
     let fingerprint: i64 = row.try_get("schedule_fingerprint")?;
     Ok(JobRecord {
@@ -126,7 +126,7 @@ pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
     })
 }
 
-/// A row of [`AUDIT_LOG`](crate::sql::AUDIT_LOG).
+/// A row of [`AUDIT_LOG`](crate::sql::admin::AUDIT_LOG).
 pub(crate) fn audit(row: &PgRow) -> Result<AuditRecord, PgError> {
     Ok(AuditRecord {
         id: row.try_get("id")?,

@@ -53,16 +53,11 @@
 //! [`LockLease::lost`]: slotguard::store::LockLease::lost
 
 mod admin;
+mod builder;
+mod claims;
 mod error;
 mod inspect;
 mod locks;
-
-/// The statement the lock connection's liveness check runs every interval while locks are held:
-/// this session's pid and the advisory keys it holds. Public for the lock benchmark
-/// (`benches/benches/locks.rs`), which times it beside a Redis renewal.
-#[doc(hidden)]
-pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
-mod claims;
 mod migrate;
 mod queue;
 mod replicas;
@@ -70,7 +65,6 @@ mod retention;
 mod sql;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,10 +74,11 @@ use slotguard::store::{
     Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore, SlotKey,
     SlotStore, StaleLock, StoreError,
 };
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::Row;
+use sqlx::postgres::PgPool;
 use tokio_util::sync::CancellationToken;
 
+pub use builder::PgBackendBuilder;
 pub use error::PgError;
 /// An attempt of a run: core's [`AttemptRecord`](slotguard::store::AttemptRecord), under the name
 /// this crate used before the admin store.
@@ -92,13 +87,17 @@ pub use slotguard::store::AttemptRecord as AttemptRow;
 /// before the admin store.
 pub use slotguard::store::RunRecord as RunRow;
 
-use crate::claims::{RequestColumns, max_early_us};
-use crate::error::redact_url;
-use crate::locks::{LockConfig, Locks};
+use crate::locks::Locks;
 use crate::sql::{Statements, sql};
 
 /// The schema the backend uses unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "slotguard";
+
+/// The statement the lock connection's liveness check runs every interval while locks are held:
+/// this session's pid and the advisory keys it holds. Public for the lock benchmark
+/// (`benches/benches/locks.rs`), which times it beside a Redis renewal.
+#[doc(hidden)]
+pub const LOCK_LIVENESS_QUERY: &str = locks::LIVENESS;
 
 /// The longest staleness threshold stored; longer ones are cut to it (a century is "never").
 const MAX_STALE_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -168,180 +167,7 @@ impl fmt::Debug for PgBackend {
     }
 }
 
-/// Options for [`PgBackend`]; made by [`PgBackend::builder`].
-#[derive(Clone)]
-#[must_use = "a builder does nothing until `connect` is called"]
-pub struct PgBackendBuilder {
-    url: String,
-    schema: String,
-    pool_size: u32,
-    connect_timeout: Duration,
-    liveness_interval: Duration,
-    liveness_timeout: Option<Duration>,
-}
-
-impl fmt::Debug for PgBackendBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgBackendBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("schema", &self.schema)
-            .field("pool_size", &self.pool_size)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("liveness_interval", &self.liveness_interval)
-            .field("liveness_timeout", &self.liveness_timeout)
-            .finish()
-    }
-}
-
-impl PgBackendBuilder {
-    /// The schema for the library's tables and its migrations table (default `slotguard`): 1 to 63
-    /// characters of `a-z`, `0-9` and `_`, not starting with a digit. Created if missing.
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
-
-    /// The most connections the pool opens for slot rows (default 5). The lock connection comes on
-    /// top of these, and so does one short-lived connection for migrations at start-up.
-    pub fn pool_size(mut self, connections: u32) -> Self {
-        self.pool_size = connections.max(1);
-        self
-    }
-
-    /// How long to wait for a connection: to connect at start-up, to connect the lock session, and
-    /// to get one from the pool (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How often the lock connection is checked while locks are held (default 5 s). A dead session
-    /// is noticed, and its locks' `lost` tokens cancelled, within about this long.
-    pub fn lock_liveness_interval(mut self, interval: Duration) -> Self {
-        self.liveness_interval = interval.max(Duration::from_millis(10));
-        self
-    }
-
-    /// How long one liveness check may take before the session is judged dead (default: the
-    /// liveness interval, at most 5 s).
-    pub fn lock_liveness_timeout(mut self, timeout: Duration) -> Self {
-        self.liveness_timeout = Some(timeout);
-        self
-    }
-
-    /// Connects, migrates the schema, and starts the lock liveness check.
-    ///
-    /// # Errors
-    ///
-    /// [`PgError::InvalidSchema`], [`PgError::InvalidUrl`], [`PgError::Connect`] when the database
-    /// cannot be reached (the URL in the message has its password redacted), and
-    /// [`PgError::Migrate`] when a migration fails (it is rolled back).
-    ///
-    /// # Panics
-    ///
-    /// Outside a Tokio runtime.
-    pub async fn connect(self) -> Result<PgBackend, PgError> {
-        let url = redact_url(&self.url);
-        let quoted = sql::quote_schema(&self.schema)
-            .ok_or_else(|| PgError::InvalidSchema(self.schema.clone()))?;
-        let mut options =
-            PgConnectOptions::from_str(&self.url).map_err(|source| PgError::InvalidUrl {
-                url: url.clone(),
-                source,
-            })?;
-        let app = options
-            .get_application_name()
-            .unwrap_or("slotguard")
-            .to_owned();
-        options = options.application_name(&app);
-        let lock_options = options
-            .clone()
-            .application_name(&format!("{app} (slotguard locks)"));
-
-        let connect_err = |source| PgError::Connect {
-            url: url.clone(),
-            source,
-        };
-        let mut conn =
-            tokio::time::timeout(self.connect_timeout, PgConnection::connect_with(&options))
-                .await
-                .map_err(|_| connect_err(locks::timed_out("connecting")))?
-                .map_err(connect_err)?;
-        let applied = migrate::run(&mut conn, &self.schema, &quoted)
-            .await
-            .map_err(|f| PgError::Migrate {
-                url: url.clone(),
-                schema: self.schema.clone(),
-                version: f.version,
-                description: f.description,
-                source: f.source,
-            })?;
-        if !applied.is_empty() {
-            tracing::info!(schema = %self.schema, versions = ?applied, "slotguard schema migrated");
-        }
-        let _ = conn.close().await;
-
-        // The claim and finish statements are large CTEs over array parameters: planning them anew
-        // on every execution (PostgreSQL's custom plans) costs more than running them. One generic
-        // plan per prepared statement and connection does not depend on the arrays' contents.
-        // No JIT: once a table holds 100,000 queued rows the claim's estimated cost passes
-        // `jit_above_cost`, and compiling it took 180 ms of each 260 ms claim (a drain of 100,000
-        // slots fell from about 2,800 to about 30 a second). Every statement here is short.
-        let pool_options = options
-            .clone()
-            .options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
-        let pool = PgPoolOptions::new()
-            .max_connections(self.pool_size)
-            .acquire_timeout(self.connect_timeout)
-            .connect_lazy_with(pool_options);
-        let locks = Locks::new(LockConfig {
-            options: lock_options,
-            url: url.clone(),
-            connect_timeout: self.connect_timeout,
-            liveness_interval: self.liveness_interval,
-            liveness_timeout: self
-                .liveness_timeout
-                .unwrap_or_else(|| self.liveness_interval.min(Duration::from_secs(5))),
-        });
-        let stop = CancellationToken::new();
-        locks.spawn_liveness(stop.clone());
-        Ok(PgBackend {
-            inner: Arc::new(Inner {
-                pool,
-                statements: Statements::new(&quoted),
-                schema: self.schema,
-                url,
-                locks,
-                stop,
-                queue: queue::Signal::default(),
-            }),
-        })
-    }
-}
-
 impl PgBackend {
-    /// Connects with the default options and migrates the `slotguard` schema. See
-    /// [`PgBackendBuilder::connect`].
-    ///
-    /// # Errors
-    ///
-    /// As [`PgBackendBuilder::connect`].
-    pub async fn connect(url: &str) -> Result<PgBackend, PgError> {
-        PgBackend::builder(url).connect().await
-    }
-
-    /// Options, starting from `url` (`postgres://user:password@host:port/database?...`).
-    pub fn builder(url: &str) -> PgBackendBuilder {
-        PgBackendBuilder {
-            url: url.to_owned(),
-            schema: DEFAULT_SCHEMA.to_owned(),
-            pool_size: 5,
-            connect_timeout: Duration::from_secs(10),
-            liveness_interval: Duration::from_secs(5),
-            liveness_timeout: None,
-        }
-    }
-
     /// The schema holding the library's tables.
     pub fn schema(&self) -> &str {
         &self.inner.schema
@@ -470,37 +296,12 @@ impl PgBackend {
         // A refused write is the runtime's to log (`accepted = false` on the run's end event).
         Ok(matched > 0)
     }
-
-    /// Runs a claim statement; when `jobs` (those whose overlap is not `allow`) is not empty, in a
-    /// transaction that first takes each job's transaction-level claim lock ([`sql::LOCK_JOBS`]).
-    /// A claim statement reads one snapshot: without the lock, two claims of *different* slots of
-    /// one job at the same instant would not see each other's rows and could both run. With it,
-    /// the second claim of a job waits for the first to commit and then sees its row.
-    ///
-    /// Cancel safe: dropping the future rolls the transaction back.
-    pub(crate) async fn fetch_serialized<'q>(
-        &self,
-        jobs: &[&str],
-        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> Result<Vec<sqlx::postgres::PgRow>, PgError> {
-        if jobs.is_empty() {
-            return Ok(query.fetch_all(&self.inner.pool).await?);
-        }
-        let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(sql::LOCK_JOBS)
-            .bind(jobs)
-            .execute(&mut *tx)
-            .await?;
-        let rows = query.fetch_all(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(rows)
-    }
 }
 
 #[async_trait]
 impl SlotStore for PgBackend {
     /// One statement for the whole batch, after the batch's jobs' claim locks; see the crate's
-    /// `sql.rs` for how it stays exclusive under concurrent claimers.
+    /// `sql/claim.rs` for how it stays exclusive under concurrent claimers.
     async fn claim(
         &self,
         owner: &str,
@@ -514,7 +315,7 @@ impl SlotStore for PgBackend {
         self.enqueue_rows(requests).await
     }
 
-    /// One read; see `NEXT_DUE` in the crate's `sql.rs`.
+    /// One read; see `NEXT_DUE` in the crate's `sql/due.rs`.
     async fn next_due(
         &self,
         specs: &[DueSpec],
@@ -639,7 +440,7 @@ impl SlotStore for PgBackend {
         Ok(found)
     }
 
-    /// One read; see the crate's `sql.rs`.
+    /// One read; see `DUE_JOBS` in the crate's `sql/due.rs`.
     async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
         if specs.is_empty() {
             return Ok(Vec::new());
@@ -655,7 +456,8 @@ impl SlotStore for PgBackend {
         Ok(due)
     }
 
-    /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see the crate's `sql.rs`.
+    /// One statement (`FOR UPDATE SKIP LOCKED`, oldest slot first); see `CLAIM_DUE` in the crate's
+    /// `sql/due.rs`.
     async fn claim_due(
         &self,
         owner: &str,
@@ -671,16 +473,7 @@ impl SlotStore for PgBackend {
         requests: &[ClaimRequest],
         reason: &str,
     ) -> Result<(), StoreError> {
-        if requests.is_empty() {
-            return Ok(());
-        }
-        RequestColumns::new(requests)
-            .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
-            .bind(max_early_us())
-            .execute(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
-        Ok(())
+        self.record_skipped_rows(requests, reason).await
     }
 }
 
@@ -706,7 +499,8 @@ impl LockStore for PgBackend {
     }
 
     /// One statement: ends the lock sessions of frozen holders (`pg_terminate_backend`, which needs
-    /// the same role or `pg_signal_backend`); see the crate's `sql.rs`.
+    /// the same role or `pg_signal_backend`); see `BREAK_STALE_LOCKS` in the crate's
+    /// `sql/locks.rs`.
     async fn break_stale_locks(
         &self,
         _owner: &str,

@@ -1,27 +1,24 @@
 //! The slot engine: the instants at which a cron expression fires in an IANA zone under a DST policy.
 
 use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 
-use chrono::{
-    DateTime, Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta, TimeZone, Utc,
-};
+use chrono::{DateTime, Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
 use crate::{CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
+
+mod civil;
+mod offsets;
+mod transitions;
+
+use civil::{DAY, civil_from_days, date_of, day_start, days_from_civil, weekday_of};
+use offsets::OffsetCache;
 
 /// No zone in the tz database is further than this from UTC (local mean times reach ±15:57).
 const MAX_OFFSET: i64 = 16 * 3600;
 /// Farther back than any shifted or repeated wall time can reach forward (the largest gap, Pacific/Apia
 /// in 2011, is a day; add the largest offset and a margin).
 const LOOKBACK: i64 = 64 * 3600;
-/// cronie runs fixed-time jobs of a skipped hour at the transition only for gaps shorter than this.
-const VIXIE_MAX_GAP: i64 = 3 * 3600;
-const DAY: i64 = 86_400;
-/// The first and last instants chrono represents, in seconds.
-const MIN_INSTANT: i64 = DateTime::<Utc>::MIN_UTC.timestamp();
-const MAX_INSTANT: i64 = DateTime::<Utc>::MAX_UTC.timestamp();
 /// The instants the cache-only path takes (0001-01-01 to the end of 9996): its dates stay well inside
 /// chrono's calendar.
 const FAST_FIRST: i64 = -62_135_596_800;
@@ -59,79 +56,6 @@ pub struct Schedule {
     /// The last transition found by bisection, as `(instant, offset before, offset after)`: calls
     /// near the same transition verify it with two lookups instead of bisecting again.
     transition: OffsetCache,
-}
-
-/// A span of instants `[start, end]` over which the zone has one offset, remembered between calls so
-/// that most offset lookups need no search of the tz data. It only ever holds a union of overlapping
-/// spans the slot engine has established as regular (two equal offsets no more than a few days apart,
-/// the rule it reads the zone by), so an old or lost value is never wrong, only less useful.
-///
-/// A sequence lock: a reader retries nothing, it falls back to a lookup when a write was in progress.
-#[derive(Default)]
-struct OffsetCache {
-    /// Even when no write is in progress; 0 while empty.
-    seq: AtomicU64,
-    start: AtomicI64,
-    end: AtomicI64,
-    offset: AtomicI64,
-}
-
-impl OffsetCache {
-    fn get(&self) -> Option<(i64, i64, i64)> {
-        let before = self.seq.load(Ordering::Acquire);
-        if before == 0 || before & 1 == 1 {
-            return None;
-        }
-        let span = (
-            self.start.load(Ordering::Relaxed),
-            self.end.load(Ordering::Relaxed),
-            self.offset.load(Ordering::Relaxed),
-        );
-        fence(Ordering::Acquire);
-        (self.seq.load(Ordering::Relaxed) == before).then_some(span)
-    }
-
-    fn put(&self, start: i64, end: i64, offset: i64) {
-        let seq = self.seq.load(Ordering::Relaxed);
-        if seq & 1 == 1
-            || self
-                .seq
-                .compare_exchange(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
-            // Another thread is writing: this span is not needed for correctness.
-            return;
-        }
-        fence(Ordering::Release);
-        self.start.store(start, Ordering::Relaxed);
-        self.end.store(end, Ordering::Relaxed);
-        self.offset.store(offset, Ordering::Relaxed);
-        self.seq.store(seq + 2, Ordering::Release);
-    }
-}
-
-impl Clone for OffsetCache {
-    fn clone(&self) -> Self {
-        OffsetCache::default()
-    }
-}
-
-impl PartialEq for OffsetCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for OffsetCache {}
-
-impl Hash for OffsetCache {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
-}
-
-impl fmt::Debug for OffsetCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OffsetCache")
-    }
 }
 
 /// A cron expression or zone that cannot be used.
@@ -255,7 +179,7 @@ impl Schedule {
         // and the first date is regular.
         let quiet = self.offset_at(min_inst - LOOKBACK) == offset
             && self.offset_at(day_start(local_date) + DAY + MAX_OFFSET) == offset;
-        let mut date = if quiet {
+        let date = if quiet {
             self.note_regular(
                 &self.cache[0],
                 min_inst - LOOKBACK,
@@ -268,6 +192,34 @@ impl Schedule {
                 .pred_opt()
                 .unwrap_or(NaiveDate::MIN)
         };
+        let ((instant, wall), best_date) =
+            self.first_from(date, quiet.then_some((local_date, offset)), min_inst)?;
+        let offset = wall - instant;
+        // Every candidate's wall time lies on the day it was found for.
+        let time = NaiveTime::from_num_seconds_from_midnight_opt(
+            u32::try_from(wall - day_start(best_date)).ok()?,
+            0,
+        )?;
+        let wall = best_date.and_time(time);
+        let scheduled_at = wall
+            .checked_sub_signed(TimeDelta::seconds(offset))?
+            .and_utc();
+        Some(Slot {
+            scheduled_at,
+            wall,
+            zone: self.zone,
+        })
+    }
+
+    /// The general path's search from `date` on: the earliest candidate `(instant, wall)` whose
+    /// instant is at least `min_inst`, with the date whose wall time it is. `quiet_day` is a date
+    /// already found regular, with its offset.
+    fn first_from(
+        &self,
+        mut date: NaiveDate,
+        quiet_day: Option<(NaiveDate, i64)>,
+        min_inst: i64,
+    ) -> Option<((i64, i64), NaiveDate)> {
         // Near the end of the calendar the search stops at its last day rather than not starting.
         let until = search_end(date);
         debug_assert_eq!(
@@ -291,10 +243,9 @@ impl Schedule {
                     break;
                 }
             }
-            let regular = if quiet && date == local_date {
-                Some(offset)
-            } else {
-                self.regular_offset(d0)
+            let regular = match quiet_day {
+                Some((day, offset)) if day == date => Some(offset),
+                _ => self.regular_offset(d0),
             };
             let found = match regular {
                 Some(off) => self.first_between(d0, d0, d0 + DAY, off, min_inst),
@@ -318,22 +269,7 @@ impl Schedule {
             };
             date = next;
         }
-        let (instant, wall) = best?;
-        let offset = wall - instant;
-        // Every candidate's wall time lies on the day it was found for.
-        let time = NaiveTime::from_num_seconds_from_midnight_opt(
-            u32::try_from(wall - day_start(best_date)).ok()?,
-            0,
-        )?;
-        let wall = best_date.and_time(time);
-        let scheduled_at = wall
-            .checked_sub_signed(TimeDelta::seconds(offset))?
-            .and_utc();
-        Some(Slot {
-            scheduled_at,
-            wall,
-            zone: self.zone,
-        })
+        Some((best?, best_date))
     }
 
     /// [`Schedule::next_after`] on integer seconds, for the general path's common case: `None` when
@@ -399,69 +335,6 @@ impl Schedule {
         }
     }
 
-    fn fires_twice(&self) -> bool {
-        match self.dst {
-            DstPolicy::Instant => true,
-            DstPolicy::Vixie => !self.expr.is_fixed_time(),
-            DstPolicy::Skip | DstPolicy::Shift => false,
-        }
-    }
-
-    /// The zone's offset at `instant`. Beyond the instants chrono can represent, the offset at the
-    /// nearest one: the tz database has no transitions out there, and the searches look a few days
-    /// past the ends of the calendar.
-    fn offset_at(&self, instant: i64) -> i64 {
-        for cache in &self.cache {
-            if let Some((start, end, offset)) = cache.get()
-                && start <= instant
-                && instant <= end
-            {
-                return offset;
-            }
-        }
-        let clamped = instant.clamp(MIN_INSTANT, MAX_INSTANT);
-        let utc = DateTime::from_timestamp(clamped, 0)
-            .unwrap_or(DateTime::<Utc>::MIN_UTC)
-            .naive_utc();
-        i64::from(
-            self.zone
-                .offset_from_utc_datetime(&utc)
-                .fix()
-                .local_minus_utc(),
-        )
-    }
-
-    /// `Some(offset)` when no transition touches any instant whose wall time could fall on the day
-    /// starting at wall second `d0`.
-    fn regular_offset(&self, d0: i64) -> Option<i64> {
-        let before = self.offset_at(d0 - MAX_OFFSET);
-        let after = self.offset_at(d0 + DAY + MAX_OFFSET);
-        if before != after {
-            return None;
-        }
-        self.note_regular(
-            &self.cache[1],
-            d0 - MAX_OFFSET,
-            d0 + DAY + MAX_OFFSET,
-            before,
-        );
-        Some(before)
-    }
-
-    /// Remembers that `[start, end]` was read as having the one offset `offset`.
-    fn note_regular(&self, cache: &OffsetCache, start: i64, end: i64, offset: i64) {
-        let (start, end) = match cache.get() {
-            Some((s, e, o)) if o == offset && s <= end && start <= e => {
-                if s <= start && end <= e {
-                    return;
-                }
-                (s.min(start), e.max(end))
-            }
-            _ => (start, end),
-        };
-        cache.put(start, end, offset);
-    }
-
     /// The first matching wall time in `[lo, hi)` on the day starting at `d0`, read with `offset`, whose
     /// instant is at least `min_inst`: `(instant, wall)`.
     fn first_between(
@@ -484,97 +357,6 @@ impl Schedule {
         }
         let wall = d0 + i64::from(self.expr.next_time_of_day((lo - d0) as u32)?);
         (wall < hi).then_some(wall)
-    }
-
-    /// A day touched by one or more transitions: split its wall times into runs read with one offset,
-    /// and apply the DST policy to the gaps and overlaps between them.
-    fn first_on_irregular_date(&self, d0: i64, min_inst: i64) -> Option<(i64, i64)> {
-        let (lo, hi) = (d0 - MAX_OFFSET, d0 + DAY + MAX_OFFSET);
-        let last_offset = self.offset_at(hi);
-        // offsets[i] holds between transitions[i - 1] and transitions[i].
-        let mut transitions = [0i64; 4];
-        let mut offsets = [self.offset_at(lo); 5];
-        let mut count = 0;
-        let mut cursor = lo;
-        while offsets[count] != last_offset && count < transitions.len() {
-            let (mut a, mut b) = (cursor, hi);
-            let known = self.transition.get().filter(|&(t, before, after)| {
-                cursor < t
-                    && t <= hi
-                    && before == offsets[count]
-                    && self.offset_at(t - 1) == before
-                    && self.offset_at(t) == after
-            });
-            if let Some((t, _, _)) = known {
-                (a, b) = (t - 1, t);
-            }
-            while b - a > 1 {
-                let mid = a + (b - a) / 2;
-                if self.offset_at(mid) == offsets[count] {
-                    a = mid;
-                } else {
-                    b = mid;
-                }
-            }
-            transitions[count] = b;
-            offsets[count + 1] = self.offset_at(b);
-            if known.is_none() {
-                self.transition.put(b, offsets[count], offsets[count + 1]);
-            }
-            count += 1;
-            cursor = b;
-        }
-
-        let mut best = None;
-        for i in 0..=count {
-            let offset = offsets[i];
-            let mut seg_lo = if i == 0 {
-                i64::MIN / 2
-            } else {
-                transitions[i - 1] + offset
-            };
-            let seg_hi = if i == count {
-                i64::MAX / 2
-            } else {
-                transitions[i] + offset
-            };
-            if i > 0 {
-                let (t, before) = (transitions[i - 1], offsets[i - 1]);
-                if offset < before && !self.fires_twice() {
-                    // The repeated wall times already fired with the earlier offset.
-                    seg_lo = t + before;
-                }
-                if offset > before {
-                    let gap = self.in_gap(d0, t, before, offset, min_inst);
-                    best = earliest(best, gap);
-                }
-            }
-            best = earliest(
-                best,
-                self.first_between(d0, seg_lo, seg_hi, offset, min_inst),
-            );
-        }
-        best
-    }
-
-    /// The slot a gap yields under the policy: wall times `[t + before, t + after)` do not exist.
-    fn in_gap(
-        &self,
-        d0: i64,
-        t: i64,
-        before: i64,
-        after: i64,
-        min_inst: i64,
-    ) -> Option<(i64, i64)> {
-        let (gap_lo, gap_hi) = (t + before, t + after);
-        match self.dst {
-            DstPolicy::Vixie if self.expr.is_fixed_time() && after - before < VIXIE_MAX_GAP => {
-                let wall = self.first_wall(d0, gap_lo, gap_hi)?;
-                (t >= min_inst).then_some((t, wall))
-            }
-            DstPolicy::Shift => self.first_between(d0, gap_lo, gap_hi, before, min_inst),
-            DstPolicy::Vixie | DstPolicy::Skip | DstPolicy::Instant => None,
-        }
     }
 }
 
@@ -612,47 +394,6 @@ fn search_end(date: NaiveDate) -> NaiveDate {
         .and_then(|year| NaiveDate::from_ymd_opt(year, date.month(), date.day()))
         .and_then(|d| d.succ_opt()?.succ_opt())
         .unwrap_or(NaiveDate::MAX)
-}
-
-/// The proleptic Gregorian `(year, month, day)` of day `days` counted from 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
-
-/// The inverse of [`civil_from_days`] (Howard Hinnant's `days_from_civil`).
-fn days_from_civil((year, month, day): (i64, u32, u32)) -> i64 {
-    let year = year - i64::from(month <= 2);
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let mp = i64::from(if month > 2 { month - 3 } else { month + 9 });
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The weekday of day `days` counted from 1970-01-01 (a Thursday), 0 = Sunday.
-fn weekday_of(days: i64) -> u32 {
-    (days + 4).rem_euclid(7) as u32
-}
-
-/// Wall-clock seconds (a naive date-time counted as if it were UTC) of the start of `date`.
-fn day_start(date: NaiveDate) -> i64 {
-    date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp()
-}
-
-/// The date of wall second `wall`, clamped to the calendar.
-fn date_of(wall: i64) -> NaiveDate {
-    DateTime::from_timestamp(wall.clamp(MIN_INSTANT, MAX_INSTANT), 0)
-        .map_or(NaiveDate::MIN, |t| t.date_naive())
 }
 
 #[cfg(test)]
@@ -829,39 +570,6 @@ mod tests {
                 }
             });
         }
-    }
-
-    #[test]
-    fn civil_arithmetic_matches_chrono() {
-        let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
-        let mut days = -1_000_000i64;
-        while days <= 3_000_000 {
-            let date = epoch + TimeDelta::days(days);
-            let civil = (i64::from(date.year()), date.month(), date.day());
-            assert_eq!(civil_from_days(days), civil, "{date}");
-            assert_eq!(days_from_civil(civil), days, "{date}");
-            assert_eq!(day_start(date), days * DAY, "{date}");
-            assert_eq!(
-                weekday_of(days),
-                date.weekday().num_days_from_sunday(),
-                "{date}"
-            );
-            days += if (-800_000..800_000).contains(&days) {
-                1
-            } else {
-                97
-            };
-        }
-        assert_eq!(
-            days_from_civil((1, 1, 1)) * DAY,
-            FAST_FIRST,
-            "FAST_FIRST is 0001-01-01"
-        );
-        assert_eq!(
-            days_from_civil((9997, 1, 1)) * DAY - 1,
-            FAST_LAST,
-            "FAST_LAST is the end of 9996"
-        );
     }
 
     #[test]

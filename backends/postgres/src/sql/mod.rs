@@ -1,0 +1,162 @@
+//! Every statement the backend runs, with `{schema}` standing for the library's schema: one file
+//! per concern, each statement with its doc comment (what it does, which rule it carries out,
+//! which index it walks). The modules that run them import from here, never the other way round.
+//!
+//! The schema is the only thing spliced into SQL text, once, at connect time, after validation
+//! (lower-case letters, digits and `_`) and quoting. Every value — job names included — is a bound
+//! parameter.
+
+pub(crate) mod admin;
+pub(crate) mod checkpoint;
+pub(crate) mod claim;
+pub(crate) mod due;
+pub(crate) mod finish;
+pub(crate) mod jobs;
+pub(crate) mod locks;
+pub(crate) mod replicas;
+pub(crate) mod retention;
+pub(crate) mod runs;
+pub(crate) mod slots;
+
+use std::sync::Arc;
+
+use slotguard::store::rules::reason;
+use sqlx::AssertSqlSafe;
+
+/// The statements of this module's files, for one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    pub(crate) claim: Arc<str>,
+    pub(crate) claim_due: Arc<str>,
+    pub(crate) decide_queued: Arc<str>,
+    pub(crate) due_jobs: Arc<str>,
+    pub(crate) next_due: Arc<str>,
+    pub(crate) existing_slots: Arc<str>,
+    pub(crate) break_stale_locks: Arc<str>,
+    pub(crate) record_skipped: Arc<str>,
+    pub(crate) heartbeat: Arc<str>,
+    pub(crate) finish: Arc<str>,
+    pub(crate) finish_many: Arc<str>,
+    pub(crate) register_keys: Arc<str>,
+    pub(crate) registered_keys: Arc<str>,
+    pub(crate) touch_keys: Arc<str>,
+    pub(crate) runs: Arc<str>,
+    pub(crate) register_jobs: Arc<str>,
+    pub(crate) jobs: Arc<str>,
+    pub(crate) set_paused: Arc<str>,
+    pub(crate) list_runs: Arc<str>,
+    pub(crate) latest_runs: Arc<str>,
+    pub(crate) slot_times: Arc<str>,
+    pub(crate) slot_times_of: Arc<str>,
+    pub(crate) latest_slots: Arc<str>,
+    pub(crate) retry: Arc<str>,
+    pub(crate) run_status: Arc<str>,
+    pub(crate) enqueue: Arc<str>,
+    pub(crate) cancel_run: Arc<str>,
+    pub(crate) cancel_attempt: Arc<str>,
+    pub(crate) audit_log: Arc<str>,
+    pub(crate) save_checkpoint: Arc<str>,
+    pub(crate) load_checkpoint: Arc<str>,
+    pub(crate) record_replica: Arc<str>,
+    pub(crate) remove_replica: Arc<str>,
+    pub(crate) replicas: Arc<str>,
+    pub(crate) forget_replicas: Arc<str>,
+    pub(crate) prune_runs: Arc<str>,
+}
+
+impl Statements {
+    pub(crate) fn new(quoted_schema: &str) -> Self {
+        let s = |sql: &str| Arc::<str>::from(with_reasons(&sql.replace("{schema}", quoted_schema)));
+        Statements {
+            claim: s(claim::CLAIM),
+            claim_due: s(due::CLAIM_DUE),
+            decide_queued: s(due::DECIDE_QUEUED),
+            due_jobs: s(due::DUE_JOBS),
+            next_due: s(due::NEXT_DUE),
+            existing_slots: s(slots::EXISTING_SLOTS),
+            break_stale_locks: s(locks::BREAK_STALE_LOCKS),
+            record_skipped: s(slots::RECORD_SKIPPED),
+            heartbeat: s(finish::HEARTBEAT),
+            finish: s(finish::FINISH),
+            finish_many: s(finish::FINISH_MANY),
+            register_keys: s(locks::REGISTER_KEYS),
+            registered_keys: s(locks::REGISTERED_KEYS),
+            touch_keys: s(locks::TOUCH_KEYS),
+            runs: s(runs::RUNS),
+            register_jobs: s(jobs::REGISTER_JOBS),
+            jobs: s(jobs::JOBS),
+            set_paused: s(jobs::SET_PAUSED),
+            list_runs: s(runs::LIST_RUNS),
+            latest_runs: s(runs::LATEST_RUNS),
+            slot_times: s(runs::SLOT_TIMES),
+            slot_times_of: s(runs::SLOT_TIMES_OF),
+            latest_slots: s(runs::LATEST_SLOTS),
+            retry: s(admin::RETRY),
+            run_status: s(admin::RUN_STATUS),
+            enqueue: s(admin::ENQUEUE),
+            cancel_run: s(admin::CANCEL_RUN),
+            cancel_attempt: s(admin::CANCEL_ATTEMPT),
+            audit_log: s(admin::AUDIT_LOG),
+            save_checkpoint: s(checkpoint::SAVE_CHECKPOINT),
+            load_checkpoint: s(checkpoint::LOAD_CHECKPOINT),
+            record_replica: s(replicas::RECORD_REPLICA),
+            remove_replica: s(replicas::REMOVE_REPLICA),
+            replicas: s(replicas::REPLICAS),
+            forget_replicas: s(replicas::FORGET_REPLICAS),
+            prune_runs: s(retention::PRUNE_RUNS),
+        }
+    }
+}
+
+/// A statement, ready for `sqlx::query`.
+pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    // Safe: built only from the constants of this module's files and a validated, quoted schema
+    // name.
+    AssertSqlSafe(Arc::clone(statement))
+}
+
+/// `schema` checked and quoted for splicing into SQL.
+pub(crate) fn quote_schema(schema: &str) -> Option<String> {
+    let mut chars = schema.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    (first_ok && rest_ok && schema.len() <= 63).then(|| format!("\"{schema}\""))
+}
+
+/// `sql` with the rulebook's reasons (`{skipped_overlap}`, `{waiting}`, `{superseded}`,
+/// `{replaced}`, `{heartbeat_expired}`, and `{exhausted}`, a `format()` pattern) as SQL string
+/// literals: the statements record the words [`rules::reason`](reason) spells.
+fn with_reasons(sql: &str) -> String {
+    let literal = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    sql.replace("{skipped_overlap}", &literal(reason::SKIPPED_OVERLAP))
+        .replace("{waiting}", &literal(reason::WAITING))
+        .replace("{superseded}", &literal(reason::SUPERSEDED))
+        .replace("{replaced}", &literal(reason::REPLACED))
+        .replace("{heartbeat_expired}", &literal(reason::HEARTBEAT_EXPIRED))
+        .replace("{exhausted}", &literal(&reason::exhausted("%s", "%s")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote_schema;
+
+    #[test]
+    fn only_plain_identifiers_are_schemas() {
+        assert_eq!(quote_schema("slotguard").as_deref(), Some("\"slotguard\""));
+        assert_eq!(quote_schema("sg_t_01ab").as_deref(), Some("\"sg_t_01ab\""));
+        for bad in [
+            "",
+            "1abc",
+            "Slotguard",
+            "a-b",
+            "a\"; DROP SCHEMA public; --",
+            "ä",
+        ] {
+            assert_eq!(quote_schema(bad), None, "{bad}");
+        }
+        assert!(quote_schema(&"a".repeat(63)).is_some());
+        assert!(quote_schema(&"a".repeat(64)).is_none());
+    }
+}
