@@ -303,8 +303,8 @@ impl Shared {
         tracing::info!(
             event = if paused { "job_paused" } else { "job_resumed" },
             job,
-            actor = %audit.actor,
-            reason = %audit.reason,
+            actor = ?audit.actor,
+            reason = ?audit.reason,
             "job pause state changed"
         );
         Ok(true)
@@ -444,11 +444,11 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "job_retry_requested",
-            job = %key.job,
+            job = ?key.job,
             slot = %key.scheduled_at,
-            partition = %key.partition,
+            partition = ?key.partition,
             run_id,
-            actor = %audit.actor,
+            actor = ?audit.actor,
             "run made due for another attempt"
         );
         Ok(RunChange::Done { run_id })
@@ -508,8 +508,8 @@ impl Shared {
                 event = "job_enqueued",
                 created,
                 asked = runs.len(),
-                action = %audit.action,
-                actor = %audit.actor,
+                action = ?audit.action,
+                actor = ?audit.actor,
                 "operator runs enqueued"
             );
         }
@@ -551,11 +551,11 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "job_cancelled",
-            job = %key.job,
+            job = ?key.job,
             slot = %key.scheduled_at,
-            partition = %key.partition,
+            partition = ?key.partition,
             run_id,
-            actor = %audit.actor,
+            actor = ?audit.actor,
             "run cancelled"
         );
         Ok(RunChange::Done { run_id })
