@@ -18,8 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use slotguard::admin::{
-    Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, check_wait, finished,
-    parse_page,
+    Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, MissedCursor, MissedQuery,
+    check_wait, finished, parse_page,
 };
 use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
 
@@ -179,7 +179,13 @@ pub(crate) enum Op {
         /// Until this instant, excluded (RFC 3339) [default: now].
         #[arg(long, value_name = "RFC3339")]
         to: Option<String>,
-        /// One JSON object per slot and line.
+        /// At most this many slots, 1 to 1,000; the last line says how to ask for the next page.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
+        limit: String,
+        /// Continue every job's listing where the previous page ended (its `next`).
+        #[arg(long, value_name = "CURSOR")]
+        cursor: Option<String>,
+        /// One JSON object per slot and line; a last `{"next": …}` line when there is more.
         #[arg(long)]
         json: bool,
     },
@@ -218,6 +224,10 @@ pub(crate) enum Op {
         /// Create the runs; without it, only list them.
         #[arg(long)]
         execute: bool,
+        /// Allow a range that starts before the job was first registered (history from before the
+        /// job existed); without it, such a range is refused.
+        #[arg(long)]
+        before_first_seen: bool,
         /// Runs that become due per second, 0.001 to 1,000.
         #[arg(
             long,
@@ -355,6 +365,8 @@ enum Plan {
         from: DateTime<Utc>,
         /// `None`: now, read when the store answers.
         to: Option<DateTime<Utc>>,
+        limit: usize,
+        after: Option<MissedCursor>,
         json: bool,
     },
     Run {
@@ -415,15 +427,20 @@ impl Plan {
                 job,
                 from,
                 to,
+                limit,
+                cursor,
                 json,
             } => {
                 let from = instant("--from", &from)?;
                 let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
                 range(Some(from), to)?;
+                let after = cursor.as_deref().map(MissedCursor::parse).transpose()?;
                 Plan::Missed {
                     job,
                     from,
                     to,
+                    limit: page(&limit)?,
+                    after,
                     json,
                 }
             }
@@ -460,12 +477,14 @@ impl Plan {
                 from,
                 to,
                 execute,
+                before_first_seen,
                 per_second,
                 why,
             } => {
                 let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
                 range(Some(from), Some(to))?;
-                Plan::backfill(job, (from, to), !execute, &per_second, why)?
+                let options = (!execute, before_first_seen);
+                Plan::backfill(job, (from, to), options, &per_second, why)?
             }
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
@@ -534,7 +553,7 @@ impl Plan {
     fn backfill(
         job: String,
         (from, to): (DateTime<Utc>, DateTime<Utc>),
-        dry_run: bool,
+        (dry_run, before_first_seen): (bool, bool),
         per_second: &str,
         why: Why,
     ) -> Result<Plan, Failure> {
@@ -545,6 +564,7 @@ impl Plan {
             options: BackfillOptions {
                 dry_run,
                 per_second: rate(per_second)?,
+                before_first_seen,
             },
             by: why.request()?,
         })
@@ -559,14 +579,23 @@ impl Plan {
                 job,
                 from,
                 to,
+                limit,
+                after,
                 json,
             } => {
-                let to = to.unwrap_or_else(Utc::now);
-                match job {
-                    Some(job) => show::missed(&admin.missed(&job, from, to).await?, json),
-                    None => {
-                        show::missed_everywhere(&admin.missed_everywhere(from, to).await?, json)
-                    }
+                let one = job.is_some();
+                let query = MissedQuery {
+                    job,
+                    from,
+                    to: to.unwrap_or_else(Utc::now),
+                    after,
+                    limit,
+                };
+                let page = admin.missed_page(query).await?;
+                if one {
+                    show::missed(&page, json)
+                } else {
+                    show::missed_everywhere(&page, json)
                 }
             }
             Plan::Run { slot, json } => {
@@ -747,8 +776,8 @@ fn rate(value: &str) -> Result<f64, Failure> {
         ))
     })?;
     let options = BackfillOptions {
-        dry_run: true,
         per_second,
+        ..BackfillOptions::default()
     };
     match options.validate() {
         Err(AdminError::Invalid { problem, .. }) => Err(usage(format!("--per-second: {problem}"))),

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use slotguard::Schedule;
 use slotguard::admin::{Admin, ChangeRequest};
-use slotguard::store::{AdminStore, Backend, JobDefinition};
+use slotguard::store::{Backend, JobDefinition};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// The job the check pauses, triggers and cancels.

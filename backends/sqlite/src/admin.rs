@@ -37,7 +37,7 @@ ON CONFLICT (job_name) DO UPDATE SET
 
 const JOBS: &str = "
 SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, paused, paused_by, paused_reason,
-       paused_at, seen_at
+       paused_at, registered_at, seen_at
 FROM slotguard_jobs
 ORDER BY job_name";
 
@@ -269,6 +269,7 @@ impl Shared {
                         Some(ms) => Some(instant("paused_at", ms)?),
                         None => None,
                     },
+                    registered_at: instant("registered_at", decode.get(row, "registered_at")?)?,
                     seen_at: instant("seen_at", decode.get(row, "seen_at")?)?,
                 })
             })

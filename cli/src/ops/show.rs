@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Retried, Triggered};
+use slotguard::admin::{
+    BackfillReport, JobStatus, MissedCursor, MissedPage, MissedSlot, Retried, Triggered,
+};
 use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord};
 
 mod run;
@@ -288,19 +290,27 @@ fn slot_row(m: &MissedSlot) -> Vec<String> {
 
 const SLOT_HEADER: [&str; 3] = ["SLOT", "WALL TIME", "BUSINESS DATE"];
 
-/// `slotguard missed`.
-pub(super) fn missed(slots: &[MissedSlot], json: bool) -> String {
+/// `slotguard missed JOB`: a page of one job's slots, and how to ask for the next (`--from`).
+pub(super) fn missed(page: &MissedPage, json: bool) -> String {
+    let slots: Vec<MissedSlot> = page.slots().copied().collect();
+    let next = page.next.as_ref().map(|c| ts(&c.from));
     if json {
-        return lines(slots.iter().map(missed_json));
+        let next = next.map(|from| json!({ "next": from }));
+        return lines(slots.iter().map(missed_json).chain(next));
     }
-    let mut out = table(&SLOT_HEADER, &slot_rows(slots));
+    let mut out = table(&SLOT_HEADER, &slot_rows(&slots));
     let _ = writeln!(out, "{} missed slot(s)", slots.len());
+    if let Some(from) = next {
+        let _ = writeln!(out, "more: ask again with --from {from}");
+    }
     out
 }
 
 /// `slotguard missed` without a job: a slot a row, its job first, then a line per job whose slots
 /// were not counted. With `--json`, such a job is an object with `job` and `error`.
-pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
+pub(super) fn missed_everywhere(page: &MissedPage, json: bool) -> String {
+    let jobs = &page.jobs;
+    let next = page.next.as_ref().map(MissedCursor::token);
     let slots = || {
         jobs.iter().flat_map(|j| {
             let slots = j.missed.as_deref().unwrap_or_default();
@@ -318,7 +328,8 @@ pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
             line
         });
         let failed = failed().map(|(job, e)| json!({ "job": job, "error": e.to_string() }));
-        return lines(slots.chain(failed));
+        let next = next.map(|cursor| json!({ "next": cursor }));
+        return lines(slots.chain(failed).chain(next));
     }
     let header = ["JOB", SLOT_HEADER[0], SLOT_HEADER[1], SLOT_HEADER[2]];
     let rows: Vec<Vec<String>> = slots()
@@ -347,6 +358,9 @@ pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
         with.count(),
         jobs.len()
     );
+    if let Some(cursor) = next {
+        let _ = writeln!(out, "more: ask again with --cursor '{}'", one_line(&cursor));
+    }
     out
 }
 
@@ -477,6 +491,7 @@ fn job_json(status: &JobStatus) -> Value {
         "pausedBy": record.paused_by,
         "pausedReason": record.paused_reason,
         "pausedAt": record.paused_at,
+        "registeredAt": record.registered_at,
         "seenAt": record.seen_at,
         "nextSlots": status.next_slots,
         "active": status.active(),

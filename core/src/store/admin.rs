@@ -44,6 +44,9 @@ pub struct JobRecord {
     pub paused_reason: Option<String>,
     /// When it was paused last.
     pub paused_at: Option<DateTime<Utc>>,
+    /// When a scheduler first registered the job (store clock): the first slot that can have been
+    /// missed, and the earliest a backfill reaches unless it asks to go further back.
+    pub registered_at: DateTime<Utc>,
     /// When a scheduler last registered the job.
     pub seen_at: DateTime<Utc>,
 }

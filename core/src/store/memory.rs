@@ -809,6 +809,7 @@ impl AdminStore for MemoryBackend {
                     paused_by: None,
                     paused_reason: None,
                     paused_at: None,
+                    registered_at: now,
                     seen_at: now,
                 });
             record.definition = job.clone();
