@@ -83,3 +83,27 @@ async fn bidi_controls_in_reasons_and_operators_are_shown_escaped_on_every_page(
         "the override is shown where it was: {audit}"
     );
 }
+
+/// A job registered just now has missed nothing: its timeline holds no missed cell for the day
+/// before it existed.
+#[tokio::test]
+async fn a_new_jobs_timeline_shows_nothing_missed_before_it_existed() {
+    let backend = MemoryBackend::new();
+    let cron = "0 * * * * *";
+    let fingerprint = Schedule::parse(cron, "UTC").unwrap().fingerprint();
+    backend
+        .register_jobs(&[JobDefinition {
+            name: "every-minute".to_owned(),
+            cron: cron.to_owned(),
+            zone: "UTC".to_owned(),
+            dst: "vixie".to_owned(),
+            guard: "slot".to_owned(),
+            fingerprint,
+        }])
+        .await
+        .unwrap();
+    let app = Router::new().nest("/ui", Dashboard::new(Admin::new(backend)).router());
+    let html = page(&app, "/ui/jobs/every-minute").await;
+    let missed = html.matches(r#"role="listitem" class="cell k-missed""#).count();
+    assert_eq!(missed, 0, "missed cells on day one: {html}");
+}
