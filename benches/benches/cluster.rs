@@ -252,12 +252,13 @@ impl<B: Backend> AdminStore for Counting<B> {
         self.inner.cancel(key, audit).await
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
-        self.inner.audit_log(job, limit).await
+        self.inner.audit_page(job, before, limit).await
     }
 }
 

@@ -263,6 +263,9 @@ pub(crate) enum Op {
         /// At most this many entries, 1 to 1,000.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
         limit: String,
+        /// Only entries older than the one with this id (the last `id` of the previous page).
+        #[arg(long, value_name = "ID")]
+        before: Option<i64>,
         /// One JSON object per entry and line.
         #[arg(long)]
         json: bool,
@@ -398,6 +401,7 @@ enum Plan {
     Resume(String, ChangeRequest),
     Audit {
         job: Option<String>,
+        before: Option<i64>,
         limit: usize,
         json: bool,
     },
@@ -488,8 +492,14 @@ impl Plan {
             }
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
-            Op::Audit { job, limit, json } => Plan::Audit {
+            Op::Audit {
                 job,
+                limit,
+                before,
+                json,
+            } => Plan::Audit {
+                job,
+                before,
                 limit: page(&limit)?,
                 json,
             },
@@ -650,8 +660,14 @@ impl Plan {
             ),
             Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?, &by.actor),
             Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?, &by.actor),
-            Plan::Audit { job, limit, json } => {
-                show::audit(&admin.audit(job.as_deref(), limit).await?, json)
+            Plan::Audit {
+                job,
+                before,
+                limit,
+                json,
+            } => {
+                let page = admin.audit_page(job.as_deref(), before, limit).await?;
+                show::audit(&page, page.len() == limit, json)
             }
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
         }))

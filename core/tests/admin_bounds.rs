@@ -200,3 +200,31 @@ async fn a_backfill_before_the_job_was_first_registered_must_say_so() {
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["created"], 4, "{answer}");
 }
+
+#[tokio::test]
+async fn the_audit_trail_is_paged_by_limit_and_continued_by_its_next_id() {
+    let (_backend, app) = setup(0, chrono::Duration::zero()).await;
+    for reason in ["one", "two", "three"] {
+        let body = json!({"reason": reason, "actor": "ops"});
+        let (status, answer) = post(&app, "/internal/jobs/daily-settlement/pause", &body).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let (status, first) = get(&app, "/internal/audit?limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let reasons = |page: &Value| -> Vec<String> {
+        let records = page["audit"].as_array().unwrap();
+        records
+            .iter()
+            .map(|r| r["reason"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(reasons(&first), ["three", "two"]);
+    let next = first["next"].as_i64().expect("a full page has a next");
+    let (status, second) = get(&app, &format!("/internal/audit?limit=2&before={next}")).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(reasons(&second), ["one"]);
+    assert!(second["next"].is_null(), "{second}");
+    let (status, refused) = get(&app, "/internal/audit?before=x").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["field"], "before");
+}

@@ -104,6 +104,8 @@ async fn a_new_jobs_timeline_shows_nothing_missed_before_it_existed() {
         .unwrap();
     let app = Router::new().nest("/ui", Dashboard::new(Admin::new(backend)).router());
     let html = page(&app, "/ui/jobs/every-minute").await;
-    let missed = html.matches(r#"role="listitem" class="cell k-missed""#).count();
+    let missed = html
+        .matches(r#"role="listitem" class="cell k-missed""#)
+        .count();
     assert_eq!(missed, 0, "missed cells on day one: {html}");
 }

@@ -565,21 +565,26 @@ impl Shared {
     async fn audit_log(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, SqliteError> {
         let q = |e| self.query_error(e);
+        let before = before.unwrap_or(i64::MAX);
         // Two statements rather than `?1 IS NULL OR ...`, so the per-job one uses its index.
         let rows: Vec<SqliteRow> = match job {
             Some(job) => sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit WHERE job_name = ?1 \
-                 ORDER BY id DESC LIMIT ?2"
+                 AND id < ?3 ORDER BY id DESC LIMIT ?2"
             )))
             .bind(job)
-            .bind(capped(limit)),
+            .bind(capped(limit))
+            .bind(before),
             None => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit ORDER BY id DESC LIMIT ?1"
+                "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit WHERE id < ?2 \
+                 ORDER BY id DESC LIMIT ?1"
             )))
-            .bind(capped(limit)),
+            .bind(capped(limit))
+            .bind(before),
         }
         .fetch_all(&self.pool)
         .await
@@ -701,15 +706,16 @@ impl AdminStore for SqliteBackend {
         Ok(self.shared().cancel(key, audit).await?)
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        Ok(self.shared().audit_log(job, limit).await?)
+        Ok(self.shared().audit_log(job, before, limit).await?)
     }
 }
 

@@ -450,8 +450,8 @@ pub(super) fn paused(record: &JobRecord, actor: &str) -> String {
     )
 }
 
-/// `slotguard audit`.
-pub(super) fn audit(entries: &[AuditRecord], json: bool) -> String {
+/// `slotguard audit`: a page; when it is `full`, the last line says how to ask for the next.
+pub(super) fn audit(entries: &[AuditRecord], full: bool, json: bool) -> String {
     if json {
         return lines(entries.iter().map(audit_json));
     }
@@ -468,7 +468,11 @@ pub(super) fn audit(entries: &[AuditRecord], json: bool) -> String {
             ]
         })
         .collect();
-    table(&["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"], &rows)
+    let mut out = table(&["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"], &rows);
+    if let Some(last) = entries.last().filter(|_| full) {
+        let _ = writeln!(out, "more: ask again with --before {}", last.id);
+    }
+    out
 }
 
 /// A schedule fingerprint as 16 hex digits, as the HTTP router writes it: a `u64` does not survive a

@@ -1126,8 +1126,20 @@ pub(crate) fn audit_lists_changes(fx: &Fixture) {
 
     let only = fx.slotguard(&["audit", "nightly"]);
     assert_eq!(table(only.ok()).1.len(), 1);
+    // A full page says how to ask for the next, which holds the older entries.
     let one = fx.slotguard(&["audit", "--limit", "1"]);
-    assert_eq!(table(one.ok()).1.len(), 1);
+    let (page, more) = one
+        .ok()
+        .rsplit_once("more: ask again with --before ")
+        .expect("a full page says how to go on");
+    assert_eq!(table(page).1.len(), 1);
+    let older = fx.slotguard(&["audit", "--before", more.trim()]);
+    let older = rows(
+        older.ok(),
+        &["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"],
+    );
+    let actions: Vec<&str> = older.iter().map(|e| e["ACTION"].as_str()).collect();
+    assert_eq!(actions, ["pause", "retry"]);
     let json = fx.slotguard(&["audit", REPORT, "--json"]).json();
     assert_eq!(json.len(), 2);
     assert_eq!(json[0]["action"], "cancel");

@@ -61,7 +61,7 @@
 //! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "beforeFirstSeen"?, "reason", "actor"?}` | backfill report |
 //! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job |
 //! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job |
-//! | `GET` | `/audit` | `?job=&limit=` | `{"audit": [record]}` |
+//! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
 //! An empty query parameter is an absent one, except `partition`: `?partition=` means the
@@ -75,7 +75,8 @@
 //! continues with `from` set to `next`; every job's with `cursor` set to `next` (URL-encoded, the
 //! same `from` and `to`). A page that looked at 100,000 schedule slots
 //! ([`MAX_SCAN_SLOTS`](super::MAX_SCAN_SLOTS)) ends there, possibly empty, with a `next`: follow
-//! `next` until it is `null`. Instants before 1970 are `400 invalid`. A backfill that starts before
+//! `next` until it is `null`. The audit trail continues with `before` set to its `next` (the last
+//! record's id, given when the page is full). Instants before 1970 are `400 invalid`. A backfill that starts before
 //! the job was first registered (`registeredAt` of `GET /jobs`) is `400 invalid` unless
 //! `beforeFirstSeen` is `true`.
 //!
@@ -463,6 +464,7 @@ async fn resume(
 struct AuditQuery {
     job: Option<String>,
     limit: Option<String>,
+    before: Option<String>,
 }
 
 async fn audit(
@@ -470,11 +472,25 @@ async fn audit(
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Response, ApiError> {
     let job = present(query.job);
-    let records = admin.audit(job.as_deref(), limit(query.limit)?).await?;
+    let before = present(query.before)
+        .map(|id| {
+            id.trim().parse::<i64>().map_err(|_| AdminError::Invalid {
+                field: "before",
+                problem: format!("`{}` is not the id of an audit record", shown(&id)),
+            })
+        })
+        .transpose()?;
+    let limit = limit(query.limit)?;
+    let records = admin.audit_page(job.as_deref(), before, limit).await?;
+    // A full page may have more after it; the client asks with `before` set to `next`.
+    let next = (records.len() == limit)
+        .then(|| records.last().map(|r| r.id))
+        .flatten();
     Ok(json(
         StatusCode::OK,
         &AuditDto {
             audit: records.iter().map(AuditRecordDto::from).collect(),
+            next,
         },
     ))
 }
@@ -1131,6 +1147,8 @@ impl From<&RangeRetry> for RangeRetryDto {
 #[derive(Serialize)]
 struct AuditDto {
     audit: Vec<AuditRecordDto>,
+    /// The `before` of the next page: the last record's id when the page is full, else `null`.
+    next: Option<i64>,
 }
 
 /// One change in the audit trail.

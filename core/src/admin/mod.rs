@@ -714,11 +714,22 @@ impl Admin {
         job: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, AdminError> {
+        self.audit_page(job, None, limit).await
+    }
+
+    /// The page of the audit trail after the record with id `before` (the last `id` of the previous
+    /// page), newest first, at most `limit` records; the first page when `before` is `None`.
+    pub async fn audit_page(
+        &self,
+        job: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, AdminError> {
         check_page(limit)?;
         if let Some(job) = job {
             self.job(job).await?;
         }
-        Ok(self.store.audit_log(job, limit).await?)
+        Ok(self.store.audit_page(job, before, limit).await?)
     }
 
     fn request(

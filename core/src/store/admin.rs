@@ -286,5 +286,16 @@ pub trait AdminStore: Send + Sync + 'static {
         &self,
         job: Option<&str>,
         limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.audit_page(job, None, limit).await
+    }
+
+    /// The audit trail, newest first, optionally for one job, from the record before id `before`
+    /// (the id of the last record of the previous page) when given: the page after it.
+    async fn audit_page(
+        &self,
+        job: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError>;
 }

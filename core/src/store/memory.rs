@@ -986,9 +986,10 @@ impl AdminStore for MemoryBackend {
         Ok(RunChange::Done { run_id })
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let inner = self.lock();
@@ -997,7 +998,7 @@ impl AdminStore for MemoryBackend {
             .audit
             .iter()
             .rev()
-            .filter(|a| job.is_none_or(|j| j == a.job))
+            .filter(|a| job.is_none_or(|j| j == a.job) && before.is_none_or(|b| a.id < b))
             .take(limit.min(MAX_LIST))
             .cloned()
             .collect())
