@@ -363,13 +363,8 @@ enum Plan {
         json: bool,
     },
     Missed {
-        /// `None`: every job.
-        job: Option<String>,
-        from: DateTime<Utc>,
-        /// `None`: now, read when the store answers.
-        to: Option<DateTime<Utc>>,
-        limit: usize,
-        after: Option<MissedCursor>,
+        /// `job: None` is every job; no `--to` is the end of time, which the API reads as now.
+        query: MissedQuery,
         json: bool,
     },
     Run {
@@ -434,20 +429,10 @@ impl Plan {
                 limit,
                 cursor,
                 json,
-            } => {
-                let from = instant("--from", &from)?;
-                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
-                range(Some(from), to)?;
-                let after = cursor.as_deref().map(MissedCursor::parse).transpose()?;
-                Plan::Missed {
-                    job,
-                    from,
-                    to,
-                    limit: page(&limit)?,
-                    after,
-                    json,
-                }
-            }
+            } => Plan::Missed {
+                query: missed_query(job, (&from, to.as_deref()), &limit, cursor.as_deref())?,
+                json,
+            },
             Op::Run {
                 job,
                 slot,
@@ -585,28 +570,10 @@ impl Plan {
         Ok(Answer::from(match self {
             Plan::Jobs { json } => show::jobs(&admin.jobs().await?, json),
             Plan::Runs { filter, json } => show::runs(&admin.runs(filter).await?, json),
-            Plan::Missed {
-                job,
-                from,
-                to,
-                limit,
-                after,
-                json,
-            } => {
-                let one = job.is_some();
-                let query = MissedQuery {
-                    job,
-                    from,
-                    to: to.unwrap_or_else(Utc::now),
-                    after,
-                    limit,
-                };
+            Plan::Missed { query, json } => {
+                let one = query.job.is_some();
                 let page = admin.missed_page(query).await?;
-                if one {
-                    show::missed(&page, json)
-                } else {
-                    show::missed_everywhere(&page, json)
-                }
+                show::missed(&page, one, json)
             }
             Plan::Run { slot, json } => {
                 show::run(&admin.run(&slot.job, slot.at, &slot.partition).await?, json)
@@ -665,10 +632,11 @@ impl Plan {
                 before,
                 limit,
                 json,
-            } => {
-                let page = admin.audit_page(job.as_deref(), before, limit).await?;
-                show::audit(&page, page.len() == limit, json)
-            }
+            } => show::audit(
+                &admin.audit_page(job.as_deref(), before, limit).await?,
+                limit,
+                json,
+            ),
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
         }))
     }
@@ -781,6 +749,26 @@ fn seconds(value: &str) -> Result<Duration, Failure> {
     let timeout = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
     check_wait(timeout).map_err(|_| bad())?;
     Ok(timeout)
+}
+
+/// The query of `missed`: `--from` and `--to` (a non-empty range; none is up to now), `--limit` by
+/// the page rule, `--cursor` as a previous page wrote it.
+fn missed_query(
+    job: Option<String>,
+    (from, to): (&str, Option<&str>),
+    limit: &str,
+    cursor: Option<&str>,
+) -> Result<MissedQuery, Failure> {
+    let from = instant("--from", from)?;
+    let to = to.map(|v| instant("--to", v)).transpose()?;
+    range(Some(from), to)?;
+    Ok(MissedQuery {
+        job,
+        from,
+        to: to.unwrap_or(DateTime::<Utc>::MAX_UTC),
+        after: cursor.map(MissedCursor::parse).transpose()?,
+        limit: page(limit)?,
+    })
 }
 
 /// `--per-second`: a number of runs per second within the admin API's bounds.

@@ -20,6 +20,22 @@ const INVISIBLE: [char; 6] = [
     '\u{202E}', '\u{202D}', '\u{2066}', '\u{200F}', '\u{200B}', '\u{FEFF}',
 ];
 
+/// A memory backend with `name` registered now, on `cron` in UTC.
+async fn registered(name: &str, cron: &str) -> MemoryBackend {
+    let backend = MemoryBackend::new();
+    let fingerprint = Schedule::parse(cron, "UTC").unwrap().fingerprint();
+    let definition = JobDefinition {
+        name: name.to_owned(),
+        cron: cron.to_owned(),
+        zone: "UTC".to_owned(),
+        dst: "vixie".to_owned(),
+        guard: "slot".to_owned(),
+        fingerprint,
+    };
+    backend.register_jobs(&[definition]).await.unwrap();
+    backend
+}
+
 async fn page(app: &Router, uri: &str) -> String {
     let response = app
         .clone()
@@ -33,20 +49,7 @@ async fn page(app: &Router, uri: &str) -> String {
 
 #[tokio::test]
 async fn bidi_controls_in_reasons_and_operators_are_shown_escaped_on_every_page() {
-    let backend = MemoryBackend::new();
-    let cron = "0 2 * * *";
-    let fingerprint = Schedule::parse(cron, "UTC").unwrap().fingerprint();
-    backend
-        .register_jobs(&[JobDefinition {
-            name: JOB.to_owned(),
-            cron: cron.to_owned(),
-            zone: "UTC".to_owned(),
-            dst: "vixie".to_owned(),
-            guard: "slot".to_owned(),
-            fingerprint,
-        }])
-        .await
-        .unwrap();
+    let backend = registered(JOB, "0 2 * * *").await;
     let admin = Admin::new(backend.clone());
     let by = ChangeRequest::new(
         "mallory\u{202E}gpj.exe",
@@ -88,20 +91,7 @@ async fn bidi_controls_in_reasons_and_operators_are_shown_escaped_on_every_page(
 /// before it existed.
 #[tokio::test]
 async fn a_new_jobs_timeline_shows_nothing_missed_before_it_existed() {
-    let backend = MemoryBackend::new();
-    let cron = "0 * * * * *";
-    let fingerprint = Schedule::parse(cron, "UTC").unwrap().fingerprint();
-    backend
-        .register_jobs(&[JobDefinition {
-            name: "every-minute".to_owned(),
-            cron: cron.to_owned(),
-            zone: "UTC".to_owned(),
-            dst: "vixie".to_owned(),
-            guard: "slot".to_owned(),
-            fingerprint,
-        }])
-        .await
-        .unwrap();
+    let backend = registered("every-minute", "0 * * * * *").await;
     let app = Router::new().nest("/ui", Dashboard::new(Admin::new(backend)).router());
     let html = page(&app, "/ui/jobs/every-minute").await;
     let missed = html

@@ -454,8 +454,9 @@ async fn every_page(
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn missed_pages_answer_every_job_as_missed_does() {
+/// Three jobs registered at 2026-03-01T00:00Z that no replica runs, and six hours later two of them
+/// backfilled for the first three hours: the admin API over them, and the range 00:00..06:00.
+async fn three_jobs_half_backfilled() -> (Admin, DateTime<Utc>, DateTime<Utc>) {
     let clock = TokioClock::starting_at(at("2026-03-01T00:00:00Z"));
     let store = MemoryBackend::with_clock(Arc::new(clock));
     let definitions: Vec<JobDefinition> = [
@@ -492,6 +493,12 @@ async fn missed_pages_answer_every_job_as_missed_does() {
             .await
             .unwrap();
     }
+    (admin, from, to)
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_pages_answer_every_job_as_missed_does() {
+    let (admin, from, to) = three_jobs_half_backfilled().await;
     let query = MissedQuery {
         job: None,
         from,
@@ -525,6 +532,11 @@ async fn missed_pages_answer_every_job_as_missed_does() {
             "limit {limit}"
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_pages_refuse_an_empty_range_and_a_page_out_of_bounds() {
+    let (admin, from, to) = three_jobs_half_backfilled().await;
     let backwards = MissedQuery {
         job: None,
         from: to,

@@ -97,19 +97,25 @@ async fn operate(admin: &Admin, actor: &str, reason: &str, partition: &str) {
     }
 }
 
-/// Drives pause, resume, trigger, cancel and retry of one job on `backend` with generated operator
-/// names, reasons and partitions (`cases` of them, on the current-thread runtime `rt`), and asserts
-/// that every event the default `fmt` subscriber writes is one line: no input starts a line of its
-/// own, with a timestamp and a level or anything else.
+/// Drives pause, resume, trigger, cancel and retry of one job on the backend `open` gives with
+/// generated operator names, reasons and partitions (`cases` of them, on a current-thread runtime,
+/// so that the test's subscriber sees every event), and asserts that every event the default `fmt`
+/// subscriber writes is one line: no input starts a line of its own, with a timestamp and a level
+/// or anything else.
 ///
 /// # Panics
 /// When an input yields an event of more than one line (shrunk to the smallest such input), or the
 /// job cannot be registered.
-pub fn no_operator_text_forges_a_log_line(
-    backend: Arc<dyn Backend>,
-    rt: &tokio::runtime::Runtime,
-    cases: u32,
-) {
+pub fn no_operator_text_forges_a_log_line<B, F>(open: impl FnOnce() -> F, cases: u32)
+where
+    B: Backend,
+    F: std::future::Future<Output = B>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let backend: Arc<dyn Backend> = Arc::new(rt.block_on(open()));
     let fingerprint = Schedule::parse("0 2 * * *", "UTC")
         .expect("a schedule")
         .fingerprint();

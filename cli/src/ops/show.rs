@@ -290,8 +290,17 @@ fn slot_row(m: &MissedSlot) -> Vec<String> {
 
 const SLOT_HEADER: [&str; 3] = ["SLOT", "WALL TIME", "BUSINESS DATE"];
 
-/// `slotguard missed JOB`: a page of one job's slots, and how to ask for the next (`--from`).
-pub(super) fn missed(page: &MissedPage, json: bool) -> String {
+/// `slotguard missed`: a page of one job's slots (`one`) or of every job's.
+pub(super) fn missed(page: &MissedPage, one: bool, json: bool) -> String {
+    if one {
+        one_job_missed(page, json)
+    } else {
+        missed_everywhere(page, json)
+    }
+}
+
+/// A page of one job's missed slots, and how to ask for the next (`--from`).
+fn one_job_missed(page: &MissedPage, json: bool) -> String {
     let slots: Vec<MissedSlot> = page.slots().copied().collect();
     let next = page.next.as_ref().map(|c| ts(&c.from));
     if json {
@@ -308,7 +317,7 @@ pub(super) fn missed(page: &MissedPage, json: bool) -> String {
 
 /// `slotguard missed` without a job: a slot a row, its job first, then a line per job whose slots
 /// were not counted. With `--json`, such a job is an object with `job` and `error`.
-pub(super) fn missed_everywhere(page: &MissedPage, json: bool) -> String {
+fn missed_everywhere(page: &MissedPage, json: bool) -> String {
     let jobs = &page.jobs;
     let next = page.next.as_ref().map(MissedCursor::token);
     let slots = || {
@@ -450,8 +459,10 @@ pub(super) fn paused(record: &JobRecord, actor: &str) -> String {
     )
 }
 
-/// `slotguard audit`: a page; when it is `full`, the last line says how to ask for the next.
-pub(super) fn audit(entries: &[AuditRecord], full: bool, json: bool) -> String {
+/// `slotguard audit`: a page of at most `limit`; when it is full, the last line says how to ask for
+/// the next.
+pub(super) fn audit(entries: &[AuditRecord], limit: usize, json: bool) -> String {
+    let full = entries.len() == limit;
     if json {
         return lines(entries.iter().map(audit_json));
     }
