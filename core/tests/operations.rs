@@ -535,7 +535,7 @@ async fn missed_pages_answer_every_job_as_missed_does() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn missed_pages_refuse_an_empty_range_and_a_page_out_of_bounds() {
+async fn missed_pages_refuse_an_empty_range_a_page_out_of_bounds_and_another_jobs_cursor() {
     let (admin, from, to) = three_jobs_half_backfilled().await;
     let backwards = MissedQuery {
         job: None,
@@ -561,6 +561,23 @@ async fn missed_pages_refuse_an_empty_range_and_a_page_out_of_bounds() {
             Err(AdminError::Invalid { field: "limit", .. })
         ));
     }
+    let elsewhere = MissedQuery {
+        job: Some("hourly".to_owned()),
+        from,
+        to,
+        after: Some(slotguard::admin::MissedCursor {
+            job: "quarterly".to_owned(),
+            from,
+        }),
+        limit: 10,
+    };
+    assert!(matches!(
+        admin.missed_page(elsewhere).await,
+        Err(AdminError::Invalid {
+            field: "cursor",
+            ..
+        })
+    ));
 }
 
 #[tokio::test]

@@ -170,6 +170,18 @@ impl Admin {
     pub async fn missed_page(&self, query: MissedQuery) -> Result<MissedPage, AdminError> {
         let limit = check_page(query.limit)?;
         let to = self.settled_end(query.from, query.to)?;
+        if let (Some(job), Some(after)) = (&query.job, &query.after)
+            && after.job != *job
+        {
+            return Err(AdminError::Invalid {
+                field: "cursor",
+                problem: format!(
+                    "it continues the listing of `{}`, not of `{}`",
+                    shown(&after.job),
+                    shown(job)
+                ),
+            });
+        }
         let mut records = match &query.job {
             Some(job) => vec![self.job(job).await?],
             None => self.store.jobs().await?,
