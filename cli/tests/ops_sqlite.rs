@@ -99,6 +99,11 @@ fn backfill_dry_run_then_execute() {
 }
 
 #[test]
+fn backfill_refuses_year_zero_and_history_unless_asked() {
+    ops::backfill_refuses_year_zero_and_history_unless_asked(&fixture("backfill-early"));
+}
+
+#[test]
 fn cancel_a_running_run() {
     ops::cancel_a_running_run(&fixture("cancel"));
 }

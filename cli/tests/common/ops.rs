@@ -1149,6 +1149,57 @@ pub(crate) fn audit_lists_changes(fx: &Fixture) {
     fx.slotguard(&["audit", "--limit", "0"]).fails(2);
 }
 
+/// `backfill` of year 0 is refused, naming the first slot accepted, with or without
+/// `--before-first-seen`; a range before the job was first registered needs that flag.
+pub(crate) fn backfill_refuses_year_zero_and_history_unless_asked(fx: &Fixture) {
+    fx.seed();
+    let year_zero = [
+        "backfill",
+        REPORT,
+        "--from",
+        "0000-01-01T00:00:00Z",
+        "--to",
+        "0000-01-05T00:00:00Z",
+        "--per-second",
+        "1000",
+        "--reason",
+        "x",
+        "--execute",
+    ];
+    for flag in [&[][..], &["--before-first-seen"][..]] {
+        let refused = fx.slotguard(&[&year_zero[..], flag].concat());
+        assert_eq!(
+            refused.fails(2),
+            "invalid from: 0000-01-01T00:00:00Z is before 1970-01-01T00:00:00Z, and instants before \
+             1970 are refused; the first slot that would be accepted is 1970-01-01T00:00:00Z"
+        );
+    }
+    // The seeded jobs were first registered on 2025-12-01: November is history from before then.
+    let history = [
+        "backfill",
+        REPORT,
+        "--from",
+        "2025-11-30T22:00:00Z",
+        "--to",
+        "2025-12-01T00:00:00Z",
+        "--reason",
+        "history",
+        "--execute",
+    ];
+    let refused = fx.slotguard(&history).fails(2).to_owned();
+    assert!(refused.contains("--before-first-seen"), "{refused}");
+    assert!(
+        refused.contains("the first slot that would be accepted is 2025-12-01T00:00:00Z"),
+        "{refused}"
+    );
+    let done = fx.slotguard(&[&history[..], &["--before-first-seen"]].concat());
+    assert!(done.ok().contains("created 2 run(s)"), "{done:?}");
+    assert!(
+        fx.audit().iter().all(|a| a.entry.reason != "x"),
+        "year 0 created nothing"
+    );
+}
+
 /// Hostile and oversized input: a clear error, nothing changed, nothing dropped.
 pub(crate) fn hostile_input_changes_nothing(fx: &Fixture) {
     fx.seed();
