@@ -317,6 +317,15 @@ impl<B: Backend> AdminStore for Counting<B> {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         self.inner.audit_log(job, limit).await
     }
+
+    async fn audit_page(
+        &self,
+        job: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.inner.audit_page(job, before, limit).await
+    }
 }
 
 #[async_trait]

@@ -267,12 +267,17 @@ async fn probe(backend: &PgBackend, now: DateTime<Utc>) {
     let n: usize = times.iter().map(Vec::len).sum();
     println!("probe: slot_times_of, 24 h ({n} slots) {:?}", t.elapsed());
     let t = Instant::now();
-    let missed = Admin::new(backend.clone())
-        .missed_everywhere(day, now)
-        .await;
+    let query = slotguard::admin::MissedQuery {
+        job: None,
+        from: day,
+        to: now,
+        after: None,
+        limit: slotguard::admin::MAX_PAGE,
+    };
+    let missed = Admin::new(backend.clone()).missed_page(query).await;
     println!(
-        "probe: missed_everywhere, 24 h ({} jobs) {:?}",
-        missed.expect("missed").len(),
+        "probe: missed_page, 24 h ({} jobs in the first page) {:?}",
+        missed.expect("missed").jobs.len(),
         t.elapsed()
     );
 }

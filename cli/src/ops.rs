@@ -19,8 +19,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use slotguard::admin::{
-    Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, check_wait, finished,
-    parse_page,
+    Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, MissedCursor, MissedQuery,
+    check_wait, finished, parse_page,
 };
 use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
 
@@ -180,7 +180,13 @@ pub(crate) enum Op {
         /// Until this instant, excluded (RFC 3339) [default: now].
         #[arg(long, value_name = "RFC3339")]
         to: Option<String>,
-        /// One JSON object per slot and line.
+        /// At most this many slots, 1 to 1,000; the last line says how to ask for the next page.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
+        limit: String,
+        /// Continue every job's listing where the previous page ended (its `next`).
+        #[arg(long, value_name = "CURSOR")]
+        cursor: Option<String>,
+        /// One JSON object per slot and line; a last `{"next": …}` line when there is more.
         #[arg(long)]
         json: bool,
     },
@@ -220,6 +226,10 @@ pub(crate) enum Op {
         /// Create the runs; without it, only list them.
         #[arg(long)]
         execute: bool,
+        /// Allow a range that starts before the job was first registered (history from before the
+        /// job existed); without it, such a range is refused.
+        #[arg(long)]
+        before_first_seen: bool,
         /// Runs that become due per second, 0.001 to 1,000.
         #[arg(
             long,
@@ -255,6 +265,9 @@ pub(crate) enum Op {
         /// At most this many entries, 1 to 1,000.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE.to_string(), allow_negative_numbers = true)]
         limit: String,
+        /// Only entries older than the one with this id (the last `id` of the previous page).
+        #[arg(long, value_name = "ID")]
+        before: Option<i64>,
         /// One JSON object per entry and line.
         #[arg(long)]
         json: bool,
@@ -353,11 +366,8 @@ enum Plan {
         json: bool,
     },
     Missed {
-        /// `None`: every job.
-        job: Option<String>,
-        from: DateTime<Utc>,
-        /// `None`: now, read when the store answers.
-        to: Option<DateTime<Utc>>,
+        /// `job: None` is every job; no `--to` is the end of time, which the API reads as now.
+        query: MissedQuery,
         json: bool,
     },
     Run {
@@ -389,6 +399,7 @@ enum Plan {
     Resume(String, ChangeRequest),
     Audit {
         job: Option<String>,
+        before: Option<i64>,
         limit: usize,
         json: bool,
     },
@@ -418,18 +429,13 @@ impl Plan {
                 job,
                 from,
                 to,
+                limit,
+                cursor,
                 json,
-            } => {
-                let from = instant("--from", &from)?;
-                let to = to.as_deref().map(|v| instant("--to", v)).transpose()?;
-                range(Some(from), to)?;
-                Plan::Missed {
-                    job,
-                    from,
-                    to,
-                    json,
-                }
-            }
+            } => Plan::Missed {
+                query: missed_query(job, (&from, to.as_deref()), &limit, cursor.as_deref())?,
+                json,
+            },
             Op::Run {
                 job,
                 slot,
@@ -463,17 +469,25 @@ impl Plan {
                 from,
                 to,
                 execute,
+                before_first_seen,
                 per_second,
                 why,
             } => {
                 let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
                 range(Some(from), Some(to))?;
-                Plan::backfill(job, (from, to), !execute, &per_second, why)?
+                let options = (!execute, before_first_seen);
+                Plan::backfill(job, (from, to), options, &per_second, why)?
             }
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
-            Op::Audit { job, limit, json } => Plan::Audit {
+            Op::Audit {
                 job,
+                limit,
+                before,
+                json,
+            } => Plan::Audit {
+                job,
+                before,
                 limit: page(&limit)?,
                 json,
             },
@@ -537,7 +551,7 @@ impl Plan {
     fn backfill(
         job: String,
         (from, to): (DateTime<Utc>, DateTime<Utc>),
-        dry_run: bool,
+        (dry_run, before_first_seen): (bool, bool),
         per_second: &str,
         why: Why,
     ) -> Result<Plan, Failure> {
@@ -548,6 +562,7 @@ impl Plan {
             options: BackfillOptions {
                 dry_run,
                 per_second: rate(per_second)?,
+                before_first_seen,
             },
             by: why.request()?,
         })
@@ -558,21 +573,15 @@ impl Plan {
         Ok(Answer::from(match self {
             Plan::Jobs { json } => show::jobs(&admin.jobs().await?, json),
             Plan::Runs { filter, json } => show::runs(&admin.runs(filter).await?, json),
-            Plan::Missed {
-                job,
-                from,
-                to,
-                json,
-            } => {
-                let to = to.unwrap_or_else(Utc::now);
-                match job {
-                    Some(job) => show::missed(&admin.missed(&job, from, to).await?, json),
-                    None => {
-                        let found = admin.missed_everywhere(from, to).await?;
-                        none_counted(&found)?;
-                        show::missed_everywhere(&found, json)
-                    }
+            Plan::Missed { query, json } => {
+                let one = query.job.is_some();
+                let whole = !one && query.after.is_none();
+                let page = admin.missed_page(query).await?;
+                if whole && page.next.is_none() {
+                    // The whole listing in one page: say so when no job could be counted.
+                    none_counted(&page.jobs)?;
                 }
+                show::missed(&page, one, json)
             }
             Plan::Run { slot, json } => {
                 show::run(&admin.run(&slot.job, slot.at, &slot.partition).await?, json)
@@ -622,9 +631,16 @@ impl Plan {
             ),
             Plan::Pause(job, by) => show::paused(&admin.pause(&job, &by).await?, &by.actor),
             Plan::Resume(job, by) => show::paused(&admin.resume(&job, &by).await?, &by.actor),
-            Plan::Audit { job, limit, json } => {
-                show::audit(&admin.audit(job.as_deref(), limit).await?, json)
-            }
+            Plan::Audit {
+                job,
+                before,
+                limit,
+                json,
+            } => show::audit(
+                &admin.audit_page(job.as_deref(), before, limit).await?,
+                limit,
+                json,
+            ),
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
         }))
     }
@@ -776,6 +792,26 @@ fn seconds(value: &str) -> Result<Duration, Failure> {
     Ok(timeout)
 }
 
+/// The query of `missed`: `--from` and `--to` (a non-empty range; none is up to now), `--limit` by
+/// the page rule, `--cursor` as a previous page wrote it.
+fn missed_query(
+    job: Option<String>,
+    (from, to): (&str, Option<&str>),
+    limit: &str,
+    cursor: Option<&str>,
+) -> Result<MissedQuery, Failure> {
+    let from = instant("--from", from)?;
+    let to = to.map(|v| instant("--to", v)).transpose()?;
+    range(Some(from), to)?;
+    Ok(MissedQuery {
+        job,
+        from,
+        to: to.unwrap_or(DateTime::<Utc>::MAX_UTC),
+        after: cursor.map(MissedCursor::parse).transpose()?,
+        limit: page(limit)?,
+    })
+}
+
 /// `--per-second`: a number of runs per second within the admin API's bounds.
 fn rate(value: &str) -> Result<f64, Failure> {
     let per_second = value.trim().parse::<f64>().map_err(|_| {
@@ -785,8 +821,8 @@ fn rate(value: &str) -> Result<f64, Failure> {
         ))
     })?;
     let options = BackfillOptions {
-        dry_run: true,
         per_second,
+        ..BackfillOptions::default()
     };
     match options.validate() {
         Err(AdminError::Invalid { problem, .. }) => Err(usage(format!("--per-second: {problem}"))),

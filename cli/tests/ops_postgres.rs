@@ -60,6 +60,22 @@ fn fixture() -> Fixture {
                 .expect("connect to the test database")
         }
     };
+    let backdate = {
+        let (url, schema) = (url.clone(), schema.clone());
+        move || {
+            let (url, schema) = (url.clone(), schema.clone());
+            Box::pin(async move {
+                let mut conn = PgConnection::connect(&url).await.expect("connect");
+                let sql = format!("UPDATE \"{schema}\".jobs SET registered_at = $1");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(ops::instant(ops::FIRST_SEEN))
+                    .execute(&mut conn)
+                    .await
+                    .expect("set the first registration back");
+                let _ = conn.close().await;
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        }
+    };
     Fixture::new(
         Fixture::runtime(),
         open,
@@ -71,6 +87,7 @@ fn fixture() -> Fixture {
         ],
         async move { drop_schema(&schema).await },
     )
+    .with_backdate(Box::new(backdate))
 }
 
 #[test]
@@ -111,6 +128,11 @@ fn trigger_creates_a_manual_run() {
 #[test]
 fn backfill_dry_run_then_execute() {
     ops::backfill_dry_run_then_execute(&fixture());
+}
+
+#[test]
+fn backfill_refuses_year_zero_and_history_unless_asked() {
+    ops::backfill_refuses_year_zero_and_history_unless_asked(&fixture());
 }
 
 #[test]

@@ -34,12 +34,28 @@ fn fixture(name: &str) -> Fixture {
         let path = path.clone();
         async move { SqliteBackend::open(&path).await.expect("open the store") }
     };
+    let backdate = {
+        let url = url.clone();
+        move || {
+            let url = url.clone();
+            Box::pin(async move {
+                let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
+                sqlx::query("UPDATE slotguard_jobs SET registered_at = ?1")
+                    .bind(ops::instant(ops::FIRST_SEEN).timestamp_millis())
+                    .execute(&pool)
+                    .await
+                    .expect("set the first registration back");
+                pool.close().await;
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        }
+    };
     Fixture::new(
         Fixture::runtime(),
         open,
         vec!["--database-url".to_owned(), url],
         async move { remove(&path) },
     )
+    .with_backdate(Box::new(backdate))
 }
 
 #[test]
@@ -80,6 +96,11 @@ fn trigger_creates_a_manual_run() {
 #[test]
 fn backfill_dry_run_then_execute() {
     ops::backfill_dry_run_then_execute(&fixture("backfill"));
+}
+
+#[test]
+fn backfill_refuses_year_zero_and_history_unless_asked() {
+    ops::backfill_refuses_year_zero_and_history_unless_asked(&fixture("backfill-early"));
 }
 
 #[test]

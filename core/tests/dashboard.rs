@@ -19,6 +19,10 @@ use slotguard::store::{
 use slotguard::{ErrorClass, MemoryBackend, Overlap, Schedule, check_job_name};
 use tower::ServiceExt;
 
+#[path = "support/registered.rs"]
+mod registered;
+use registered::registered_a_year_ago;
+
 const SETTLEMENT: &str = "daily-settlement";
 const HOSTILE_JOB: &str = "<script>alert('x')</script>";
 const HOSTILE_PARTITION: &str = "<img src=x onerror=alert(1)>\"'&";
@@ -89,14 +93,13 @@ async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partiti
 }
 
 async fn setup() -> MemoryBackend {
-    let backend = MemoryBackend::new();
     let mut jobs = vec![definition(SETTLEMENT, "0 2 * * *", "Asia/Seoul")];
     jobs.extend(
         hostile_names()
             .into_iter()
             .map(|n| definition(n, "0 3 * * *", "UTC")),
     );
-    backend.register_jobs(&jobs).await.unwrap();
+    let backend = registered_a_year_ago(&jobs).await;
     failed(&backend, SETTLEMENT, at(SLOT), "").await;
     failed(&backend, HOSTILE_JOB, at(SLOT), HOSTILE_PARTITION).await;
     backend

@@ -15,6 +15,7 @@ use slotguard::{ErrorClass, Overlap};
 
 pub mod admin;
 pub mod history;
+pub mod logs;
 pub mod pg;
 
 /// A claim request for `job` at `scheduled_at`.

@@ -17,6 +17,7 @@ use slotguard::store::{
 use slotguard::{ErrorClass, Overlap, Schedule};
 use slotguard_postgres::PgBackend;
 use slotguard_tests::pg::{TestSchema, database_url};
+use sqlx::Connection;
 use tower::ServiceExt;
 
 const SETTLEMENT: &str = "daily-settlement";
@@ -71,7 +72,8 @@ async fn claim(store: &PgBackend, job: &str, slot: DateTime<Utc>) -> Lease {
     }
 }
 
-/// A store with two registered jobs: one failed and one running settlement slot.
+/// A store with two jobs first registered on 2025-12-01 (before the slots the test lists and
+/// backfills): one failed and one running settlement slot.
 async fn setup(schema: &TestSchema) -> (PgBackend, Router) {
     let store = PgBackend::builder(&database_url())
         .schema(schema.name.clone())
@@ -84,6 +86,13 @@ async fn setup(schema: &TestSchema) -> (PgBackend, Router) {
             definition(SETTLEMENT, "0 2 * * *", "Asia/Seoul"),
             definition(TICK, "* * * * * *", "UTC"),
         ])
+        .await
+        .unwrap();
+    let backdate = format!("UPDATE \"{}\".jobs SET registered_at = $1", schema.name);
+    let mut conn = sqlx::PgConnection::connect(&database_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(backdate))
+        .bind(at("2025-12-01T00:00:00Z"))
+        .execute(&mut conn)
         .await
         .unwrap();
     let failed = claim(&store, SETTLEMENT, at("2026-03-07T17:00:00Z")).await;

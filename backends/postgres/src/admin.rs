@@ -354,9 +354,10 @@ impl AdminStore for PgBackend {
         Ok(RunChange::Refused { status: seen })
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         if limit == 0 {
@@ -365,6 +366,7 @@ impl AdminStore for PgBackend {
         let rows = sqlx::query(sql(&self.inner.statements.audit_log))
             .bind(job)
             .bind(capped(limit))
+            .bind(before)
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

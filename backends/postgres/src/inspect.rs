@@ -122,6 +122,7 @@ pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
         paused_by: row.try_get("paused_by")?,
         paused_reason: row.try_get("paused_reason")?,
         paused_at: row.try_get("paused_at")?,
+        registered_at: row.try_get("registered_at")?,
         seen_at: row.try_get("seen_at")?,
     })
 }

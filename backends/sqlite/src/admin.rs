@@ -37,7 +37,7 @@ ON CONFLICT (job_name) DO UPDATE SET
 
 const JOBS: &str = "
 SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, paused, paused_by, paused_reason,
-       paused_at, seen_at
+       paused_at, registered_at, seen_at
 FROM slotguard_jobs
 ORDER BY job_name";
 
@@ -269,6 +269,7 @@ impl Shared {
                         Some(ms) => Some(instant("paused_at", ms)?),
                         None => None,
                     },
+                    registered_at: instant("registered_at", decode.get(row, "registered_at")?)?,
                     seen_at: instant("seen_at", decode.get(row, "seen_at")?)?,
                 })
             })
@@ -303,8 +304,8 @@ impl Shared {
         tracing::info!(
             event = if paused { "job_paused" } else { "job_resumed" },
             job,
-            actor = %audit.actor,
-            reason = %audit.reason,
+            actor = ?audit.actor,
+            reason = ?audit.reason,
             "job pause state changed"
         );
         Ok(true)
@@ -444,11 +445,11 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "job_retry_requested",
-            job = %key.job,
+            job = ?key.job,
             slot = %key.scheduled_at,
-            partition = %key.partition,
+            partition = ?key.partition,
             run_id,
-            actor = %audit.actor,
+            actor = ?audit.actor,
             "run made due for another attempt"
         );
         Ok(RunChange::Done { run_id })
@@ -508,8 +509,8 @@ impl Shared {
                 event = "job_enqueued",
                 created,
                 asked = runs.len(),
-                action = %audit.action,
-                actor = %audit.actor,
+                action = ?audit.action,
+                actor = ?audit.actor,
                 "operator runs enqueued"
             );
         }
@@ -551,11 +552,11 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "job_cancelled",
-            job = %key.job,
+            job = ?key.job,
             slot = %key.scheduled_at,
-            partition = %key.partition,
+            partition = ?key.partition,
             run_id,
-            actor = %audit.actor,
+            actor = ?audit.actor,
             "run cancelled"
         );
         Ok(RunChange::Done { run_id })
@@ -564,21 +565,26 @@ impl Shared {
     async fn audit_log(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, SqliteError> {
         let q = |e| self.query_error(e);
+        let before = before.unwrap_or(i64::MAX);
         // Two statements rather than `?1 IS NULL OR ...`, so the per-job one uses its index.
         let rows: Vec<SqliteRow> = match job {
             Some(job) => sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit WHERE job_name = ?1 \
-                 ORDER BY id DESC LIMIT ?2"
+                 AND id < ?3 ORDER BY id DESC LIMIT ?2"
             )))
             .bind(job)
-            .bind(capped(limit)),
+            .bind(capped(limit))
+            .bind(before),
             None => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit ORDER BY id DESC LIMIT ?1"
+                "SELECT {AUDIT_COLUMNS} FROM slotguard_job_run_audit WHERE id < ?2 \
+                 ORDER BY id DESC LIMIT ?1"
             )))
-            .bind(capped(limit)),
+            .bind(capped(limit))
+            .bind(before),
         }
         .fetch_all(&self.pool)
         .await
@@ -700,15 +706,16 @@ impl AdminStore for SqliteBackend {
         Ok(self.shared().cancel(key, audit).await?)
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        Ok(self.shared().audit_log(job, limit).await?)
+        Ok(self.shared().audit_log(job, before, limit).await?)
     }
 }
 

@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use slotguard::admin::{BackfillReport, JobMissed, JobStatus, MissedSlot, Retried, Triggered};
+use slotguard::admin::{
+    BackfillReport, JobStatus, MissedCursor, MissedPage, MissedSlot, Retried, Triggered,
+};
 use slotguard::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord, RunStatus,
 };
@@ -290,19 +292,36 @@ fn slot_row(m: &MissedSlot) -> Vec<String> {
 
 const SLOT_HEADER: [&str; 3] = ["SLOT", "WALL TIME", "BUSINESS DATE"];
 
-/// `slotguard missed`.
-pub(super) fn missed(slots: &[MissedSlot], json: bool) -> String {
-    if json {
-        return lines(slots.iter().map(missed_json));
+/// `slotguard missed`: a page of one job's slots (`one`) or of every job's.
+pub(super) fn missed(page: &MissedPage, one: bool, json: bool) -> String {
+    if one {
+        one_job_missed(page, json)
+    } else {
+        missed_everywhere(page, json)
     }
-    let mut out = table(&SLOT_HEADER, &slot_rows(slots));
+}
+
+/// A page of one job's missed slots, and how to ask for the next (`--from`).
+fn one_job_missed(page: &MissedPage, json: bool) -> String {
+    let slots: Vec<MissedSlot> = page.slots().copied().collect();
+    let next = page.next.as_ref().map(|c| ts(&c.from));
+    if json {
+        let next = next.map(|from| json!({ "next": from }));
+        return lines(slots.iter().map(missed_json).chain(next));
+    }
+    let mut out = table(&SLOT_HEADER, &slot_rows(&slots));
     let _ = writeln!(out, "{} missed slot(s)", slots.len());
+    if let Some(from) = next {
+        let _ = writeln!(out, "more: ask again with --from {from}");
+    }
     out
 }
 
 /// `slotguard missed` without a job: a slot a row, its job first, then a line per job whose slots
 /// were not counted. With `--json`, such a job is an object with `job` and `error`.
-pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
+fn missed_everywhere(page: &MissedPage, json: bool) -> String {
+    let jobs = &page.jobs;
+    let next = page.next.as_ref().map(MissedCursor::token);
     let slots = || {
         jobs.iter().flat_map(|j| {
             let slots = j.missed.as_deref().unwrap_or_default();
@@ -320,7 +339,8 @@ pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
             line
         });
         let failed = failed().map(|(job, e)| json!({ "job": job, "error": e.to_string() }));
-        return lines(slots.chain(failed));
+        let next = next.map(|cursor| json!({ "next": cursor }));
+        return lines(slots.chain(failed).chain(next));
     }
     let header = ["JOB", SLOT_HEADER[0], SLOT_HEADER[1], SLOT_HEADER[2]];
     let rows: Vec<Vec<String>> = slots()
@@ -349,6 +369,9 @@ pub(super) fn missed_everywhere(jobs: &[JobMissed], json: bool) -> String {
         with.count(),
         jobs.len()
     );
+    if let Some(cursor) = next {
+        let _ = writeln!(out, "more: ask again with --cursor '{}'", one_line(&cursor));
+    }
     out
 }
 
@@ -443,8 +466,10 @@ pub(super) fn paused(record: &JobRecord, actor: &str) -> String {
     )
 }
 
-/// `slotguard audit`.
-pub(super) fn audit(entries: &[AuditRecord], json: bool) -> String {
+/// `slotguard audit`: a page of at most `limit`; when it is full, the last line says how to ask for
+/// the next.
+pub(super) fn audit(entries: &[AuditRecord], limit: usize, json: bool) -> String {
+    let full = entries.len() == limit;
     if json {
         return lines(entries.iter().map(audit_json));
     }
@@ -461,7 +486,11 @@ pub(super) fn audit(entries: &[AuditRecord], json: bool) -> String {
             ]
         })
         .collect();
-    table(&["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"], &rows)
+    let mut out = table(&["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"], &rows);
+    if let Some(last) = entries.last().filter(|_| full) {
+        let _ = writeln!(out, "more: ask again with --before {}", last.id);
+    }
+    out
 }
 
 /// A schedule fingerprint as 16 hex digits, as the HTTP router writes it: a `u64` does not survive a
@@ -484,6 +513,7 @@ fn job_json(status: &JobStatus) -> Value {
         "pausedBy": record.paused_by,
         "pausedReason": record.paused_reason,
         "pausedAt": record.paused_at,
+        "registeredAt": record.registered_at,
         "seenAt": record.seen_at,
         "nextSlots": status.next_slots,
         "active": status.active(),

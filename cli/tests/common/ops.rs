@@ -63,7 +63,16 @@ pub(crate) struct Fixture {
     /// `--database-url URL [--schema S]`.
     args: Vec<String>,
     cleanup: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    /// Sets every job's first registration back to [`FIRST_SEEN`], in the store's own SQL.
+    backdate: Option<Backdate>,
 }
+
+/// A statement run on the store once the jobs are registered.
+pub(crate) type Backdate = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()>>>>;
+
+/// When the seeded jobs were first registered: before the seeded runs, so that their slots are
+/// history of a job that existed (missed, and backfilled without `--before-first-seen`).
+pub(crate) const FIRST_SEEN: &str = "2025-12-01T00:00:00Z";
 
 impl Fixture {
     /// A fixture over `backend`, opened by `open` on `rt`; the binary reaches the store with `args`;
@@ -84,7 +93,14 @@ impl Fixture {
             backend: Some(Arc::new(backend)),
             args,
             cleanup: Some(Box::pin(cleanup)),
+            backdate: None,
         }
+    }
+
+    /// Sets the seeded jobs' first registration back to [`FIRST_SEEN`] with `backdate`.
+    pub(crate) fn with_backdate(mut self, backdate: Backdate) -> Self {
+        self.backdate = Some(backdate);
+        self
     }
 
     /// A runtime for a fixture.
@@ -120,6 +136,9 @@ impl Fixture {
                 .await
                 .expect("register jobs");
         });
+        if let Some(backdate) = &self.backdate {
+            self.rt.block_on(backdate());
+        }
         self.replica(
             "replica-a",
             &[REPORT, TICKER, "nightly"],
@@ -552,23 +571,40 @@ SLOT                  WALL TIME            BUSINESS DATE
         none.ok(),
         "SLOT  WALL TIME  BUSINESS DATE\n0 missed slot(s)\n"
     );
-    // A range in the future, and too many slots to look at.
+    // A range in the future; before 1970; a million slots, listed a page at a time.
     fx.slotguard(&["missed", REPORT, "--from", "2999-01-01T00:00:00Z"])
         .fails(2);
-    let storm = fx.slotguard(&[
+    let year_zero = fx.slotguard(&["missed", REPORT, "--from", "0000-01-01T00:00:00Z"]);
+    assert!(year_zero.fails(2).contains("before 1970"), "{year_zero:?}");
+    let storm = [
         "missed",
         TICKER,
         "--from",
         "2026-01-01T00:00:00Z",
         "--to",
         "2026-01-12T13:46:40Z",
-    ]);
-    assert!(storm.fails(2).contains("100000"), "{storm:?}");
+        "--limit",
+        "3",
+    ];
+    assert_eq!(
+        fx.slotguard(&storm).ok(),
+        "\
+SLOT                  WALL TIME            BUSINESS DATE
+2026-01-01T00:00:00Z  2026-01-01 00:00:00  2026-01-01
+2026-01-01T00:00:01Z  2026-01-01 00:00:01  2026-01-01
+2026-01-01T00:00:02Z  2026-01-01 00:00:02  2026-01-01
+3 missed slot(s)
+more: ask again with --from 2026-01-01T00:00:03Z
+"
+    );
+    let json = fx.slotguard(&[&storm[..], &["--json"]].concat()).json();
+    assert_eq!(json.len(), 4);
+    assert_eq!(json[3], serde_json::json!({"next": "2026-01-01T00:00:03Z"}));
     fx.slotguard(&["missed", "nope", "--from", FROM]).fails(3);
 }
 
-/// `missed` without a job reads every job: a row per slot with its job, and a line for a job whose
-/// slots were not counted (too many), the others still listed.
+/// `missed` without a job reads every job: a row per slot with its job, a page at a time, and the
+/// cursor of the next page.
 pub(crate) fn missed_without_a_job_reads_every_job(fx: &Fixture) {
     fx.seed();
     let (from, to) = ("2026-03-01T00:59:58Z", "2026-03-01T01:00:01Z");
@@ -600,17 +636,27 @@ ticker   2026-03-01T01:00:00Z  2026-03-01 01:00:00  2026-03-01
         "--to",
         "2026-01-12T13:46:40Z",
     ];
+    // Twelve nights, then the first 38 hours of `report`: a page of 50, and where to go on.
     let answer = fx.slotguard(&storm);
     let text = answer.ok();
     assert!(
-        text.contains("ticker: not counted: invalid range: it holds more than 100000"),
+        text.contains("50 missed slot(s) in 2 of 2 job(s)"),
         "{text}"
     );
-    assert!(text.ends_with("in 2 of 3 job(s)\n"), "{text}");
+    assert!(
+        text.ends_with("more: ask again with --cursor 'report:2026-01-02T14:00:00Z'\n"),
+        "{text}"
+    );
     let json = fx.slotguard(&[&storm[..], &["--json"]].concat()).json();
-    let errors: Vec<&Value> = json.iter().filter(|l| l.get("error").is_some()).collect();
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert_eq!(errors[0]["job"], TICKER);
+    assert_eq!(json.len(), 51);
+    let next = json[50]["next"].as_str().expect("a next cursor").to_owned();
+    let page = fx
+        .slotguard(&[&storm[..], &["--json", "--cursor", &next]].concat())
+        .json();
+    assert_eq!(page[0]["job"], REPORT);
+    assert_eq!(page[0]["scheduledAt"], "2026-01-02T14:00:00Z");
+    fx.slotguard(&[&storm[..], &["--cursor", "no-colon"]].concat())
+        .fails(2);
     fx.slotguard(&["missed", "--from", to, "--to", from])
         .fails(2);
 }
@@ -1080,8 +1126,20 @@ pub(crate) fn audit_lists_changes(fx: &Fixture) {
 
     let only = fx.slotguard(&["audit", "nightly"]);
     assert_eq!(table(only.ok()).1.len(), 1);
+    // A full page says how to ask for the next, which holds the older entries.
     let one = fx.slotguard(&["audit", "--limit", "1"]);
-    assert_eq!(table(one.ok()).1.len(), 1);
+    let (page, more) = one
+        .ok()
+        .rsplit_once("more: ask again with --before ")
+        .expect("a full page says how to go on");
+    assert_eq!(table(page).1.len(), 1);
+    let older = fx.slotguard(&["audit", "--before", more.trim()]);
+    let older = rows(
+        older.ok(),
+        &["AT", "JOB", "ACTION", "SLOT", "ACTOR", "REASON"],
+    );
+    let actions: Vec<&str> = older.iter().map(|e| e["ACTION"].as_str()).collect();
+    assert_eq!(actions, ["pause", "retry"]);
     let json = fx.slotguard(&["audit", REPORT, "--json"]).json();
     assert_eq!(json.len(), 2);
     assert_eq!(json[0]["action"], "cancel");
@@ -1089,6 +1147,57 @@ pub(crate) fn audit_lists_changes(fx: &Fixture) {
     assert_eq!(json[1]["scheduledAt"], "2026-03-01T02:00:00Z");
     fx.slotguard(&["audit", "nope"]).fails(3);
     fx.slotguard(&["audit", "--limit", "0"]).fails(2);
+}
+
+/// `backfill` of year 0 is refused, naming the first slot accepted, with or without
+/// `--before-first-seen`; a range before the job was first registered needs that flag.
+pub(crate) fn backfill_refuses_year_zero_and_history_unless_asked(fx: &Fixture) {
+    fx.seed();
+    let year_zero = [
+        "backfill",
+        REPORT,
+        "--from",
+        "0000-01-01T00:00:00Z",
+        "--to",
+        "0000-01-05T00:00:00Z",
+        "--per-second",
+        "1000",
+        "--reason",
+        "x",
+        "--execute",
+    ];
+    for flag in [&[][..], &["--before-first-seen"][..]] {
+        let refused = fx.slotguard(&[&year_zero[..], flag].concat());
+        assert_eq!(
+            refused.fails(2),
+            "invalid from: 0000-01-01T00:00:00Z is before 1970-01-01T00:00:00Z, and instants before \
+             1970 are refused; the first slot that would be accepted is 1970-01-01T00:00:00Z"
+        );
+    }
+    // The seeded jobs were first registered on 2025-12-01: November is history from before then.
+    let history = [
+        "backfill",
+        REPORT,
+        "--from",
+        "2025-11-30T22:00:00Z",
+        "--to",
+        "2025-12-01T00:00:00Z",
+        "--reason",
+        "history",
+        "--execute",
+    ];
+    let refused = fx.slotguard(&history).fails(2).to_owned();
+    assert!(refused.contains("--before-first-seen"), "{refused}");
+    assert!(
+        refused.contains("the first slot that would be accepted is 2025-12-01T00:00:00Z"),
+        "{refused}"
+    );
+    let done = fx.slotguard(&[&history[..], &["--before-first-seen"]].concat());
+    assert!(done.ok().contains("created 2 run(s)"), "{done:?}");
+    assert!(
+        fx.audit().iter().all(|a| a.entry.reason != "x"),
+        "year 0 created nothing"
+    );
 }
 
 /// Hostile and oversized input: a clear error, nothing changed, nothing dropped.

@@ -52,16 +52,16 @@
 //! | `GET` | `/jobs` | | `{"jobs": [job with nextSlots, lastRun, active and replicas]}` |
 //! | `GET` | `/jobs/{job}/runs` | `?status=&from=&to=&partition=&limit=` | `{"runs": [run with attempts]}` |
 //! | `GET` | `/jobs/{job}/runs/{slot}` | `?partition=&wait=` | run with attempts |
-//! | `GET` | `/jobs/{job}/missed` | `?from=&to=` (`to` defaults to now) | `{"missed": [slot]}` |
-//! | `GET` | `/missed` | `?from=&to=` (`to` defaults to now) | `{"jobs": [{"job", "missed": [slot]} or {"job", "error", "message", "field"}]}`: every job |
+//! | `GET` | `/jobs/{job}/missed` | `?from=&to=&limit=` (`to` defaults to now) | `{"missed": [slot], "next": from or null}` |
+//! | `GET` | `/missed` | `?from=&to=&limit=&cursor=` (`to` defaults to now) | `{"jobs": [{"job", "missed": [slot]} or {"job", "error", "message", "field"}], "next": cursor or null}`: every job |
 //! | `POST` | `/jobs/{job}/retry` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run, with `jobPaused` and `message` (what happens next) |
 //! | `POST` | `/jobs/{job}/retry-failed` | `{"from", "to", "reason", "actor"?, "partition"?}` | `{"retried": [slot], "changed": [slot]}` |
 //! | `POST` | `/jobs/{job}/cancel` | `{"scheduleSlot", "reason", "actor"?, "partition"?}` | run |
 //! | `POST` | `/jobs/{job}/trigger` | `{"reason", "actor"?}` | `{"runId", "scheduledAt", "paused", "replicas", "message"}` |
-//! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "reason", "actor"?}` | backfill report |
+//! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "beforeFirstSeen"?, "reason", "actor"?}` | backfill report |
 //! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job; `409 refused` if already paused (who paused it stays) |
 //! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job; `409 refused` if not paused (nothing audited) |
-//! | `GET` | `/audit` | `?job=&limit=` | `{"audit": [record]}` |
+//! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
 //! An empty query parameter is an absent one, except `partition`: `?partition=` means the
@@ -69,6 +69,16 @@
 //! to 1,000 ([`MAX_PAGE`](super::MAX_PAGE)), 50 when absent; `limit=0` or `limit=100000` is `400
 //! invalid` with `field: "limit"`, as in the CLI and the Rust API ([`check_page`](super::check_page)),
 //! never capped. Runs are listed newest slot first; the audit trail newest first.
+//!
+//! Missed slots are pages too ([`Admin::missed_page`]): at most `limit` slots, oldest first, job by
+//! job, counted from when each job was first registered, and `next` to continue: one job's listing
+//! continues with `from` set to `next`; every job's with `cursor` set to `next` (URL-encoded, the
+//! same `from` and `to`). A page that looked at 100,000 schedule slots
+//! ([`MAX_SCAN_SLOTS`](super::MAX_SCAN_SLOTS)) ends there, possibly empty, with a `next`: follow
+//! `next` until it is `null`. The audit trail continues with `before` set to its `next` (the last
+//! record's id, given when the page is full). Instants before 1970 are `400 invalid`. A backfill that starts before
+//! the job was first registered (`registeredAt` of `GET /jobs`) is `400 invalid` unless
+//! `beforeFirstSeen` is `true`.
 //!
 //! `wait=N` (seconds, 0 to 3,600, [`MAX_WAIT`](super::MAX_WAIT)) answers once the run is finished
 //! ([`finished`](super::finished): succeeded, failed, dead, skipped, or abandoned with no next
@@ -122,7 +132,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Admin, AdminError, BackfillOptions, BackfillReport, ChangeRequest, DEFAULT_PAGE, JobMissed,
-    JobStatus, MissedSlot, RangeRetry, Triggered, parse_page, shown,
+    JobStatus, MissedCursor, MissedQuery, MissedSlot, RangeRetry, Triggered, parse_page, shown,
 };
 use crate::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord, RunStatus, SlotKey,
@@ -264,14 +274,17 @@ async fn retry_failed(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct MissedQuery {
+struct MissedParams {
     from: Option<String>,
     to: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
 }
 
-impl MissedQuery {
-    /// `from` (required) and `to`. Missed slots stop at now, so no `to` means up to now.
-    fn range(self) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+impl MissedParams {
+    /// `from` (required), `to` (missed slots stop at now, so no `to` means up to now), `limit`
+    /// and `cursor` (every job's listing only).
+    fn query(self, job: Option<String>) -> Result<MissedQuery, ApiError> {
         let from = match present(self.from) {
             Some(from) => instant("from", &from)?,
             None => return Err(missing("from")),
@@ -280,35 +293,52 @@ impl MissedQuery {
             Some(to) => instant("to", &to)?,
             None => DateTime::<Utc>::MAX_UTC,
         };
-        Ok((from, to))
+        let after = match (present(self.cursor), &job) {
+            (None, _) => None,
+            (Some(token), None) => Some(MissedCursor::parse(&token)?),
+            (Some(_), Some(_)) => {
+                return Err(AdminError::Invalid {
+                    field: "cursor",
+                    problem: "one job's listing continues with `from` set to its `next`".into(),
+                }
+                .into());
+            }
+        };
+        Ok(MissedQuery {
+            job,
+            from,
+            to,
+            after,
+            limit: limit(self.limit)?,
+        })
     }
 }
 
 async fn missed(
     State(admin): State<Admin>,
     ApiPath(job): ApiPath<String>,
-    ApiQuery(query): ApiQuery<MissedQuery>,
+    ApiQuery(params): ApiQuery<MissedParams>,
 ) -> Result<Response, ApiError> {
-    let (from, to) = query.range()?;
-    let slots = admin.missed(&job, from, to).await?;
+    let page = admin.missed_page(params.query(Some(job))?).await?;
     Ok(json(
         StatusCode::OK,
         &MissedDto {
-            missed: slots.iter().map(MissedSlotDto::from).collect(),
+            missed: page.slots().map(MissedSlotDto::from).collect(),
+            next: page.next.map(|c| c.from),
         },
     ))
 }
 
 async fn missed_everywhere(
     State(admin): State<Admin>,
-    ApiQuery(query): ApiQuery<MissedQuery>,
+    ApiQuery(params): ApiQuery<MissedParams>,
 ) -> Result<Response, ApiError> {
-    let (from, to) = query.range()?;
-    let jobs = admin.missed_everywhere(from, to).await?;
+    let page = admin.missed_page(params.query(None)?).await?;
     Ok(json(
         StatusCode::OK,
         &MissedEverywhereDto {
-            jobs: jobs.into_iter().map(JobMissedDto::from).collect(),
+            next: page.next.as_ref().map(MissedCursor::token),
+            jobs: page.jobs.into_iter().map(JobMissedDto::from).collect(),
         },
     ))
 }
@@ -383,6 +413,7 @@ struct BackfillBody {
     to: String,
     dry_run: Option<bool>,
     per_second: Option<f64>,
+    before_first_seen: Option<bool>,
     reason: String,
     actor: Option<String>,
 }
@@ -399,6 +430,7 @@ async fn backfill(
     let options = BackfillOptions {
         dry_run: body.dry_run.unwrap_or(defaults.dry_run),
         per_second: body.per_second.unwrap_or(defaults.per_second),
+        before_first_seen: body.before_first_seen.unwrap_or(defaults.before_first_seen),
     };
     let by = change_request(actor, body.actor, body.reason);
     let report = admin.backfill(&job, from, to, options, &by).await?;
@@ -432,6 +464,7 @@ async fn resume(
 struct AuditQuery {
     job: Option<String>,
     limit: Option<String>,
+    before: Option<String>,
 }
 
 async fn audit(
@@ -439,11 +472,25 @@ async fn audit(
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Response, ApiError> {
     let job = present(query.job);
-    let records = admin.audit(job.as_deref(), limit(query.limit)?).await?;
+    let before = present(query.before)
+        .map(|id| {
+            id.trim().parse::<i64>().map_err(|_| AdminError::Invalid {
+                field: "before",
+                problem: format!("`{}` is not the id of an audit record", shown(&id)),
+            })
+        })
+        .transpose()?;
+    let limit = limit(query.limit)?;
+    let records = admin.audit_page(job.as_deref(), before, limit).await?;
+    // A full page may have more after it; the client asks with `before` set to `next`.
+    let next = (records.len() == limit)
+        .then(|| records.last().map(|r| r.id))
+        .flatten();
     Ok(json(
         StatusCode::OK,
         &AuditDto {
             audit: records.iter().map(AuditRecordDto::from).collect(),
+            next,
         },
     ))
 }
@@ -804,6 +851,7 @@ struct JobDto {
     paused_by: Option<String>,
     paused_reason: Option<String>,
     paused_at: Option<DateTime<Utc>>,
+    registered_at: DateTime<Utc>,
     seen_at: DateTime<Utc>,
 }
 
@@ -821,6 +869,7 @@ impl From<&JobRecord> for JobDto {
             paused_by: record.paused_by.clone(),
             paused_reason: record.paused_reason.clone(),
             paused_at: record.paused_at,
+            registered_at: record.registered_at,
             seen_at: record.seen_at,
         }
     }
@@ -951,11 +1000,15 @@ impl From<&AttemptRecord> for AttemptDto {
 #[derive(Serialize)]
 struct MissedDto {
     missed: Vec<MissedSlotDto>,
+    /// The `from` of the next page; `null` when the range is done.
+    next: Option<DateTime<Utc>>,
 }
 
 #[derive(Serialize)]
 struct MissedEverywhereDto {
     jobs: Vec<JobMissedDto>,
+    /// The `cursor` of the next page; `null` when the range is done.
+    next: Option<String>,
 }
 
 /// One job's missed slots, or why they were not counted (the error answer's fields).
@@ -1100,6 +1153,8 @@ impl From<&RangeRetry> for RangeRetryDto {
 #[derive(Serialize)]
 struct AuditDto {
     audit: Vec<AuditRecordDto>,
+    /// The `before` of the next page: the last record's id when the page is full, else `null`.
+    next: Option<i64>,
 }
 
 /// One change in the audit trail.

@@ -27,7 +27,7 @@ mod page;
 mod retry_range;
 
 pub use follow::{MAX_WAIT, check_wait, finished};
-pub use missed::{JobMissed, MissedSlot};
+pub use missed::{CHUNK, JobMissed, MissedCursor, MissedPage, MissedQuery, MissedSlot};
 pub use page::{DEFAULT_PAGE, MAX_PAGE, check_page, parse_page};
 pub use retry_range::{MAX_RETRY_RUNS, RangeRetry};
 
@@ -51,7 +51,8 @@ use crate::{check_job_name, check_partition};
 pub const MAX_REASON_BYTES: usize = 1024;
 /// The longest actor accepted, in bytes.
 pub const MAX_ACTOR_BYTES: usize = 128;
-/// The most schedule slots [`Admin::missed`] and [`Admin::backfill`] look at in one range.
+/// The most schedule slots [`Admin::missed`] and [`Admin::backfill`] look at in one range, and
+/// [`Admin::missed_page`] in one page.
 pub const MAX_SCAN_SLOTS: usize = 100_000;
 /// The most runs one [`Admin::backfill`] creates; a larger range is refused, to be split.
 pub const MAX_BACKFILL_SLOTS: usize = 1_000;
@@ -306,6 +307,10 @@ pub struct BackfillOptions {
     pub dry_run: bool,
     /// Runs that become due per second (spread by `next_attempt_at`), so a backfill never storms.
     pub per_second: f64,
+    /// Whether the range may reach before the job was first registered
+    /// ([`JobRecord::registered_at`]): backfilling history from before the job existed is
+    /// legitimate, but must be asked for (HTTP `beforeFirstSeen`, CLI `--before-first-seen`).
+    pub before_first_seen: bool,
 }
 
 impl BackfillOptions {
@@ -344,6 +349,7 @@ impl Default for BackfillOptions {
         BackfillOptions {
             dry_run: true,
             per_second: 1.0,
+            before_first_seen: false,
         }
     }
 }
@@ -635,7 +641,9 @@ impl Admin {
 
     /// Creates runs for the slots of `[from, to)` that have no row, spread at `per_second`. A dry run
     /// (the default) only reports them. A range with more than 1,000 missing slots is refused, to be
-    /// split: a backfill never turns into a storm.
+    /// split: a backfill never turns into a storm. Instants before 1970 are refused, and so is a
+    /// range that starts before the job was first registered unless
+    /// [`BackfillOptions::before_first_seen`] says so; both refusals name the first slot accepted.
     pub async fn backfill(
         &self,
         job: &str,
@@ -646,7 +654,13 @@ impl Admin {
     ) -> Result<BackfillReport, AdminError> {
         let audit = by.entry("backfill")?;
         options.validate()?;
-        let (total, slots) = self.scan(job, from, to).await?;
+        let record = self.job(job).await?;
+        since_epoch(&record, from, to)?;
+        if !options.before_first_seen {
+            since_first_seen(&record, from)?;
+        }
+        let to = self.settled_end(from, to)?;
+        let (total, slots) = self.scan(&record, from, to).await?;
         // Slots that had a row before the backfill looked; those that got one meanwhile are added
         // below.
         let had_rows = total - slots.len();
@@ -668,7 +682,6 @@ impl Admin {
                 last_due: None,
             });
         }
-        let record = self.job(job).await?;
         let now = self.clock.now();
         let runs = slots
             .iter()
@@ -751,11 +764,22 @@ impl Admin {
         job: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, AdminError> {
+        self.audit_page(job, None, limit).await
+    }
+
+    /// The page of the audit trail after the record with id `before` (the last `id` of the previous
+    /// page), newest first, at most `limit` records; the first page when `before` is `None`.
+    pub async fn audit_page(
+        &self,
+        job: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, AdminError> {
         check_page(limit)?;
         if let Some(job) = job {
             self.job(job).await?;
         }
-        Ok(self.store.audit_log(job, limit).await?)
+        Ok(self.store.audit_page(job, before, limit).await?)
     }
 
     fn request(
@@ -798,6 +822,61 @@ fn runs_jobs(replica: &ReplicaRecord) -> bool {
         .roles
         .iter()
         .any(|role| role.parse::<crate::Role>().is_ok_and(crate::Role::executes))
+}
+
+/// The first slot of the job's schedule at or after `at`, as a message names it.
+fn first_slot_from(record: &JobRecord, at: DateTime<Utc>) -> String {
+    let first = schedule_of(record).and_then(|s| {
+        s.slots_after(at - chrono::Duration::seconds(1))
+            .find(|slot| slot.scheduled_at >= at)
+    });
+    match first {
+        Some(slot) => format!(
+            "the first slot that would be accepted is {}",
+            rfc3339(&slot.scheduled_at)
+        ),
+        None => "the schedule has no slot after it".to_owned(),
+    }
+}
+
+/// Refuses a range that names an instant before 1970: a typo (year 0), never history to run.
+fn since_epoch(
+    record: &JobRecord,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(), AdminError> {
+    let epoch = DateTime::<Utc>::UNIX_EPOCH;
+    let (field, at) = match (from < epoch, to < epoch) {
+        (true, _) => ("from", from),
+        (false, true) => ("to", to),
+        (false, false) => return Ok(()),
+    };
+    Err(AdminError::Invalid {
+        field,
+        problem: format!(
+            "{} is before 1970-01-01T00:00:00Z, and instants before 1970 are refused; {}",
+            rfc3339(&at),
+            first_slot_from(record, epoch)
+        ),
+    })
+}
+
+/// Refuses a backfill that reaches before the job was first registered, unless asked for.
+fn since_first_seen(record: &JobRecord, from: DateTime<Utc>) -> Result<(), AdminError> {
+    if from >= record.registered_at {
+        return Ok(());
+    }
+    Err(AdminError::Invalid {
+        field: "from",
+        problem: format!(
+            "{} is before `{}` was first registered ({}); {}; to backfill history from before the \
+             job existed, say so (beforeFirstSeen: true, --before-first-seen)",
+            rfc3339(&from),
+            shown(&record.definition.name),
+            rfc3339(&record.registered_at),
+            first_slot_from(record, record.registered_at)
+        ),
+    })
 }
 
 /// Checks that a range `[from, to)` is not empty.

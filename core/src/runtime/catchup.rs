@@ -37,11 +37,21 @@ pub(crate) async fn plan(
     }
     let names: Vec<String> = jobs.iter().map(|j| j.name.to_string()).collect();
     let marks = slots.store.latest_slots(&names).await?;
+    let records = slots.store.jobs().await?;
     let now = rt.clock.now();
     let mut missed = Vec::new();
     for (job, mark) in jobs.iter().zip(marks) {
         // A job with no history is new: nothing of it was missed.
         let Some(mark) = mark else { continue };
+        // Nor was anything before the job was first registered, whatever rows a backfill of its
+        // history left: catch-up starts at the later of the two.
+        let first_seen = records
+            .iter()
+            .find(|r| r.definition.name == *job.name)
+            .map(|r| r.registered_at);
+        let mark = first_seen.map_or(mark, |first| {
+            mark.max(first - chrono::Duration::milliseconds(1))
+        });
         // Slots that fell due just now are the ticks' (see `Runtime::settle`).
         let settled = now - rt.settle();
         let found = missed_slots(job, mark, settled);

@@ -38,8 +38,8 @@ pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn Backend) -> Result<
             tracing::info!(
                 event = if paused { "job_paused" } else { "job_resumed" },
                 job = %job.name,
-                by = record.paused_by.as_deref().unwrap_or(""),
-                reason = record.paused_reason.as_deref().unwrap_or(""),
+                by = ?record.paused_by.as_deref().unwrap_or(""),
+                reason = ?record.paused_reason.as_deref().unwrap_or(""),
                 "{}",
                 if paused { "job paused by an operator" } else { "job resumed by an operator" }
             );

@@ -44,6 +44,9 @@ pub struct JobRecord {
     pub paused_reason: Option<String>,
     /// When it was paused last.
     pub paused_at: Option<DateTime<Utc>>,
+    /// When a scheduler first registered the job (store clock): the first slot that can have been
+    /// missed, and the earliest a backfill reaches unless it asks to go further back.
+    pub registered_at: DateTime<Utc>,
     /// When a scheduler last registered the job.
     pub seen_at: DateTime<Utc>,
 }
@@ -283,6 +286,17 @@ pub trait AdminStore: Send + Sync + 'static {
     async fn audit_log(
         &self,
         job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.audit_page(job, None, limit).await
+    }
+
+    /// The audit trail, newest first, optionally for one job, from the record before id `before`
+    /// (the id of the last record of the previous page) when given: the page after it.
+    async fn audit_page(
+        &self,
+        job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError>;
 }

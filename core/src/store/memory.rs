@@ -370,6 +370,7 @@ impl AdminStore for MemoryBackend {
                     paused_by: None,
                     paused_reason: None,
                     paused_at: None,
+                    registered_at: now,
                     seen_at: now,
                 });
             record.definition = job.clone();
@@ -546,9 +547,10 @@ impl AdminStore for MemoryBackend {
         Ok(RunChange::Done { run_id })
     }
 
-    async fn audit_log(
+    async fn audit_page(
         &self,
         job: Option<&str>,
+        before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let inner = self.lock();
@@ -557,7 +559,7 @@ impl AdminStore for MemoryBackend {
             .audit
             .iter()
             .rev()
-            .filter(|a| job.is_none_or(|j| j == a.job))
+            .filter(|a| job.is_none_or(|j| j == a.job) && before.is_none_or(|b| a.id < b))
             .take(limit.min(MAX_LIST))
             .cloned()
             .collect())

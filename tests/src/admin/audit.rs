@@ -58,6 +58,22 @@ pub async fn the_audit_trail_is_newest_first_per_job_and_capped(backend: &dyn Ba
         "capped, not refused"
     );
     assert!(backend.audit_log(None, 0).await.expect("audit").is_empty());
+    // Pages continue from the last id of the previous one, for every job and for one.
+    let mut paged = Vec::new();
+    let mut before = None;
+    loop {
+        let page = backend.audit_page(None, before, 2).await.expect("audit");
+        let Some(last) = page.last() else { break };
+        before = Some(last.id);
+        paged.extend(page);
+    }
+    assert_eq!(paged, all, "pages of 2 hold the whole trail, in order");
+    let older = backend
+        .audit_page(Some("a"), Some(newest[1].id), 10)
+        .await
+        .expect("audit");
+    let reasons: Vec<&str> = older.iter().map(|a| a.entry.reason.as_str()).collect();
+    assert_eq!(reasons, ["change 0"]);
     for nobody in ["%", "nobody", "_"] {
         assert!(
             backend

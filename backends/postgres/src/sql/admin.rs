@@ -114,11 +114,12 @@ INSERT INTO {schema}.job_run_audit (job_name, run_id, scheduled_at, action, acto
 VALUES ($3, $1, $4, $5, $6, $7)
 ";
 
-/// The audit trail (of job `$1`, when not NULL), newest first, at most `$2` records.
+/// The audit trail (of job `$1`, when not NULL), newest first, at most `$2` records, with ids below
+/// `$3` when not NULL (the page after the record `$3`).
 pub(crate) const AUDIT_LOG: &str = "
 SELECT id, job_name, run_id, scheduled_at, action, actor, reason, at
 FROM {schema}.job_run_audit
-WHERE $1::text IS NULL OR job_name = $1
+WHERE ($1::text IS NULL OR job_name = $1) AND ($3::bigint IS NULL OR id < $3)
 ORDER BY id DESC
 LIMIT $2
 ";

@@ -25,7 +25,7 @@ SET cron = excluded.cron,
 /// Every registered job, by name (byte order, whatever the database's collation).
 pub(crate) const JOBS: &str = r#"
 SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, paused, paused_by, paused_reason,
-       paused_at, seen_at
+       paused_at, registered_at, seen_at
 FROM {schema}.jobs
 ORDER BY job_name COLLATE "C"
 "#;

@@ -11,5 +11,6 @@ mod common;
 mod connect;
 mod contract;
 mod locks;
+mod logs;
 mod migrations;
 mod retention;

@@ -27,6 +27,7 @@ pub(super) struct ChangeForm {
     from: Option<String>,
     to: Option<String>,
     per_second: Option<String>,
+    before_first_seen: Option<String>,
     confirm: Option<String>,
 }
 
@@ -47,7 +48,8 @@ enum Change {
     Trigger,
     Pause,
     Resume,
-    Backfill(Instant, Instant, f64),
+    /// From, to, runs per second, and whether it may reach before the job was first registered.
+    Backfill(Instant, Instant, f64, bool),
     RetryFailed(Instant, Instant),
 }
 
@@ -79,7 +81,8 @@ impl Change {
                     field: "perSecond",
                     problem: "is not a number".into(),
                 })?;
-                Change::Backfill(from, to, rate)
+                let early = present(form.before_first_seen.as_deref()).is_some();
+                Change::Backfill(from, to, rate, early)
             }
             _ => {
                 return Err(AdminError::Invalid {
@@ -98,10 +101,15 @@ impl Change {
             Change::Trigger => format!("Run {job} now (a manual run)"),
             Change::Pause => format!("Pause {job}: no replica claims its slots until resumed"),
             Change::Resume => format!("Resume {job}"),
-            Change::Backfill(from, to, rate) => format!(
-                "Backfill {job} from {} to {} at {rate} runs per second",
+            Change::Backfill(from, to, rate, early) => format!(
+                "Backfill {job} from {} to {} at {rate} runs per second{}",
                 utc(from),
-                utc(to)
+                utc(to),
+                if *early {
+                    ", reaching before the job was first registered"
+                } else {
+                    ""
+                }
             ),
             Change::RetryFailed(from, to) => format!(
                 "Retry every failed or dead run of {job} from {} to {}",
@@ -154,10 +162,11 @@ async fn apply(ui: &Ui, job: &str, change: &Change, by: &ChangeRequest) -> Resul
         Change::Trigger => admin.trigger(job, by).await.map(drop),
         Change::Pause => admin.pause(job, by).await.map(drop),
         Change::Resume => admin.resume(job, by).await.map(drop),
-        Change::Backfill(from, to, rate) => {
+        Change::Backfill(from, to, rate, early) => {
             let options = BackfillOptions {
                 dry_run: false,
                 per_second: *rate,
+                before_first_seen: *early,
             };
             admin.backfill(job, *from, *to, options, by).await.map(drop)
         }
@@ -178,14 +187,15 @@ async fn confirm(
     form: &ChangeForm,
 ) -> Response {
     let preview = match change {
-        Change::Backfill(from, to, rate) => {
+        Change::Backfill(from, to, rate, early) => {
             let options = BackfillOptions {
                 dry_run: true,
                 per_second: *rate,
+                before_first_seen: *early,
             };
             let by = ChangeRequest::new("preview", form.reason.trim());
             match ui.admin.backfill(job, *from, *to, options, &by).await {
-                Ok(report) => Some(preview(&report)),
+                Ok(report) => Some(preview(&report, *early)),
                 Err(e) => return admin_error(base, &e),
             }
         }
@@ -221,6 +231,7 @@ fn hidden_fields(form: &ChangeForm) -> Vec<(&'static str, &str)> {
         ("from", &form.from),
         ("to", &form.to),
         ("per_second", &form.per_second),
+        ("before_first_seen", &form.before_first_seen),
     ];
     let mut out = vec![("reason", form.reason.as_str())];
     out.extend(
@@ -231,11 +242,18 @@ fn hidden_fields(form: &ChangeForm) -> Vec<(&'static str, &str)> {
     out
 }
 
-fn preview(report: &BackfillReport) -> Markup {
+fn preview(report: &BackfillReport, before_first_seen: bool) -> Markup {
     html! {
         div.preview id="preview" {
             p { strong { (report.slots.len()) " slot(s) would be created" }
                 ", " (report.existing) " already have a row and are left alone." }
+            p.before-first-seen {
+                @if before_first_seen {
+                    strong { "Reaches before the job was first registered: " } "yes, history from before the job existed is backfilled."
+                } @else {
+                    "Before the job was first registered: no, the range starts after it."
+                }
+            }
             @if !report.slots.is_empty() {
                 ul.slots {
                     @for slot in report.slots.iter().take(100) {

@@ -59,6 +59,8 @@ pub(super) fn backfill(base: &Base, settings: &Settings, job: &str) -> Markup {
         (instant_field("To", "to", Some(&now), true))
         label { "Runs per second " input type="number" name="per_second" min="0.001"
             max="1000" step="any" value="1"; }
+        label { input type="checkbox" name="before_first_seen" value="yes";
+            " Reach before the job was first registered (history from before it existed)" }
     };
     change_form(base, settings, job, "backfill", "Preview backfill…", fields)
 }

@@ -65,6 +65,7 @@ mod replicas;
 mod run;
 mod security;
 mod timeline;
+mod visible;
 mod words;
 
 use std::sync::Arc;

@@ -105,9 +105,10 @@ pub(super) fn frame(base: &Base, title: &str, body: Markup) -> Markup {
     }
 }
 
-/// An HTML answer.
+/// An HTML answer, its invisible characters made visible (`\u{202e}`).
 pub(super) fn html_response(status: StatusCode, markup: Markup) -> Response {
-    let mut response = (status, markup.into_string()).into_response();
+    let page = super::visible::visible(markup.into_string());
+    let mut response = (status, page).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
