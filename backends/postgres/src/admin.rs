@@ -29,7 +29,7 @@ fn capped(requested: usize) -> i64 {
 /// `rows`, when the statement answered one row per job asked for.
 fn answered_for<T>(jobs: &[String], rows: Vec<T>, statement: &str) -> Result<Vec<T>, StoreError> {
     if rows.len() != jobs.len() {
-        return Err(StoreError::Rejected(format!(
+        return Err(StoreError::rejected(format!(
             "{statement} answered {} rows for {} jobs",
             rows.len(),
             jobs.len()
@@ -316,7 +316,7 @@ impl AdminStore for PgBackend {
             .await
             .map_err(PgError::from)?;
         if rows.len() != runs.len() {
-            return Err(StoreError::Rejected(format!(
+            return Err(StoreError::rejected(format!(
                 "enqueue answered {} rows for {} requests",
                 rows.len(),
                 runs.len()

@@ -42,7 +42,7 @@ impl PgBackend {
             .bind(queue);
         let rows = self.fetch_serialized(&exclusive, query).await?;
         if rows.len() != n {
-            return Err(StoreError::Rejected(format!(
+            return Err(StoreError::rejected(format!(
                 "claim answered {} rows for {n} requests",
                 rows.len()
             )));

@@ -141,7 +141,7 @@ impl From<PgError> for slotguard::RunOnceError {
             | PgError::InvalidSchema(_)
             | PgError::TransactionPooler { .. }
             | PgError::LockKeyCollision { .. } => slotguard::RunOnceError::Config(e.to_string()),
-            _ => slotguard::RunOnceError::Store(e.to_string()),
+            _ => slotguard::RunOnceError::Store(StoreError::from(e)),
         }
     }
 }
@@ -174,9 +174,9 @@ pub(crate) fn described(e: &sqlx::Error) -> String {
 impl From<PgError> for StoreError {
     fn from(e: PgError) -> Self {
         if e.is_unavailable() {
-            StoreError::Unavailable(e.to_string())
+            StoreError::unavailable(e.to_string()).with_source(e)
         } else {
-            StoreError::Rejected(e.to_string())
+            StoreError::rejected(e.to_string()).with_source(e)
         }
     }
 }

@@ -137,7 +137,7 @@ impl Locks {
             }
         });
         rx.await.map_err(|_| {
-            StoreError::Unavailable("the lock task stopped (is the runtime shutting down?)".into())
+            StoreError::unavailable("the lock task stopped (is the runtime shutting down?)")
         })?
     }
 
@@ -267,7 +267,7 @@ impl Locks {
             this.unlock_in(&mut state, &owner, &keys).await
         })
         .await
-        .map_err(|e| StoreError::Unavailable(format!("the unlock task stopped: {e}")))?
+        .map_err(|e| StoreError::unavailable(format!("the unlock task stopped: {e}")))?
     }
 
     async fn unlock_in(
@@ -322,7 +322,7 @@ impl Locks {
     /// The lock connection, made if there is none.
     async fn session<'s>(&self, state: &'s mut State) -> Result<&'s mut Session, StoreError> {
         if state.closed {
-            return Err(StoreError::Unavailable("the backend was closed".into()));
+            return Err(StoreError::unavailable("the backend was closed"));
         }
         if state.conn.is_none() {
             state.conn = Some(self.connect().await?);

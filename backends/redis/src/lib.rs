@@ -115,7 +115,8 @@ impl RedisLocks {
     /// # Errors
     /// [`StoreError::Rejected`] for a URL that is not a Redis URL.
     pub fn new(url: &str) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Rejected(e.to_string()))?;
+        let client = redis::Client::open(url)
+            .map_err(|e| StoreError::rejected(e.to_string()).with_source(e))?;
         Self::with_client(client, Duration::from_secs(30))
     }
 
@@ -127,7 +128,7 @@ impl RedisLocks {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| StoreError::Rejected(e.to_string()))?;
+            .map_err(|e| StoreError::rejected(e.to_string()).with_source(e))?;
         Ok(RedisLocks {
             inner: Arc::new(Inner {
                 conn,
@@ -403,10 +404,10 @@ fn parse_token(value: &Value) -> Result<i64, StoreError> {
         Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         Value::SimpleString(s) => s.clone(),
         Value::Int(n) => return Ok(*n),
-        other => return Err(StoreError::Rejected(format!("unexpected token {other:?}"))),
+        other => return Err(StoreError::rejected(format!("unexpected token {other:?}"))),
     };
     text.parse()
-        .map_err(|_| StoreError::Rejected(format!("fencing token {text:?} is not an integer")))
+        .map_err(|_| StoreError::rejected(format!("fencing token {text:?} is not an integer")))
 }
 
 /// Unreachable, timing out, loading or failing over is `Unavailable`; anything else the server
@@ -425,9 +426,9 @@ fn store_error(e: RedisError) -> StoreError {
         _ => e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal(),
     };
     if transient {
-        StoreError::Unavailable(e.to_string())
+        StoreError::unavailable(e.to_string()).with_source(e)
     } else {
-        StoreError::Rejected(e.to_string())
+        StoreError::rejected(e.to_string()).with_source(e)
     }
 }
 
@@ -472,10 +473,10 @@ impl LockStore for RedisLocks {
             .collect();
         let answers = inner.eval_many(&inner.scripts.register, &calls).await?;
         for ((key, job), answer) in keys.iter().zip(answers) {
-            let registered: String =
-                redis::from_redis_value(answer).map_err(|e| StoreError::Rejected(e.to_string()))?;
+            let registered: String = redis::from_redis_value(answer)
+                .map_err(|e| StoreError::rejected(e.to_string()).with_source(e))?;
             if &registered != job {
-                return Err(StoreError::Rejected(format!(
+                return Err(StoreError::rejected(format!(
                     "lock key {key} is registered to job `{registered}`, not `{job}`"
                 )));
             }

@@ -26,7 +26,7 @@ async fn lock_when_up(locks: &RedisLocks, owner: &str, key: i64) -> Option<i64> 
         match locks.try_lock(owner, &[key]).await {
             Ok(mut got) => return got.pop().flatten().map(|l| l.token.expect("token")),
             Err(e) if Instant::now() < until => {
-                assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+                assert!(matches!(e, StoreError::Unavailable { .. }), "{e:?}");
                 sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("Redis did not come back: {e}"),
@@ -96,7 +96,7 @@ async fn a_lock_request_that_gets_no_answer_is_taken_back() {
     let asked = Instant::now();
     let answer = slow.try_lock("slow", &[9]).await;
     assert!(
-        matches!(answer, Err(StoreError::Unavailable(_))),
+        matches!(answer, Err(StoreError::Unavailable { .. })),
         "{answer:?}"
     );
     // Redis granted the request 1.2 s after it was sent; left alone that grant would keep the key
@@ -132,7 +132,7 @@ async fn tokens_rise_across_a_kill_9_of_a_redis_that_keeps_nothing() {
     server.kill9();
     assert!(matches!(
         a.try_lock("a", &[3]).await,
-        Err(StoreError::Unavailable(_))
+        Err(StoreError::Unavailable { .. })
     ));
     server.restart();
     let after = lock_when_up(&a, "a", 3)

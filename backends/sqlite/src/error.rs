@@ -127,7 +127,7 @@ impl From<SqliteError> for slotguard::RunOnceError {
             SqliteError::Config { .. }
             | SqliteError::MigrationChanged { .. }
             | SqliteError::TooNew { .. } => slotguard::RunOnceError::Config(e.to_string()),
-            _ => slotguard::RunOnceError::Store(e.to_string()),
+            _ => slotguard::RunOnceError::Store(StoreError::from(e)),
         }
     }
 }
@@ -135,9 +135,9 @@ impl From<SqliteError> for slotguard::RunOnceError {
 impl From<SqliteError> for StoreError {
     fn from(e: SqliteError) -> Self {
         if e.is_unavailable() {
-            StoreError::Unavailable(e.to_string())
+            StoreError::unavailable(e.to_string()).with_source(e)
         } else {
-            StoreError::Rejected(e.to_string())
+            StoreError::rejected(e.to_string()).with_source(e)
         }
     }
 }

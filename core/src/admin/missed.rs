@@ -279,7 +279,7 @@ impl Admin {
             let end = batch.iter().filter_map(|c| c.resume).min().unwrap_or(to);
             let rows = self.store.slot_times_of(&countable, from, end).await?;
             if rows.len() != countable.len() {
-                return Err(crate::store::StoreError::Rejected(format!(
+                return Err(crate::store::StoreError::rejected(format!(
                     "slot_times_of answered {} lists for {} jobs",
                     rows.len(),
                     countable.len()

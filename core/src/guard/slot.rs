@@ -257,11 +257,7 @@ impl Permit for ClaimedSlot {
             .finisher
             .submit((self.lease, finish))
             .await
-            .unwrap_or_else(|| {
-                Err(StoreError::Unavailable(
-                    "the runtime is shutting down".into(),
-                ))
-            });
+            .unwrap_or_else(|| Err(StoreError::unavailable("the runtime is shutting down")));
         Some(match answer {
             Ok(true) => true,
             Ok(false) => {

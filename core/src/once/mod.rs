@@ -18,7 +18,7 @@ use crate::guard::RunOutcome;
 use crate::runtime::Runtime;
 use crate::runtime::chain::{self, Admission};
 use crate::runtime::run;
-use crate::store::{Backend, RunFilter, RunStatus, SlotKey};
+use crate::store::{Backend, RunFilter, RunStatus, SlotKey, StoreError};
 
 /// How often a process that found its slot running elsewhere looks at the row again.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
@@ -143,16 +143,16 @@ async fn ran(
     admission: Admission,
 ) -> Result<Option<(DateTime<Utc>, RunOnce)>, RunOnceError> {
     if let Some(reason) = admission.unavailable.first().map(|_| "store unavailable") {
-        return Err(RunOnceError::Store(reason.to_owned()));
+        return Err(RunOnceError::Store(StoreError::unavailable(reason)));
     }
     let Some(admitted) = admission.runs.into_iter().next() else {
         return Ok(None);
     };
     let slot = admitted.run.slot.scheduled_at;
     let task = rt.tracker.spawn(run::execute(Arc::clone(rt), admitted));
-    let ended = task
-        .await
-        .map_err(|e| RunOnceError::Store(format!("the run's task failed: {e}")))?;
+    let ended = task.await.map_err(|e| {
+        RunOnceError::Store(StoreError::rejected("the run's task failed").with_source(e))
+    })?;
     if !ended.accepted {
         return Ok(Some((
             slot,
@@ -201,10 +201,7 @@ async fn row(
         scheduled_at: slot,
         partition: String::new(),
     };
-    let runs = backend
-        .runs(&filter)
-        .await
-        .map_err(|e| RunOnceError::Store(e.to_string()))?;
+    let runs = backend.runs(&filter).await.map_err(RunOnceError::Store)?;
     Ok(runs.into_iter().find(|r| r.key == key))
 }
 

@@ -161,7 +161,7 @@ pub enum RunOnceError {
     /// The store could not be asked: unreachable (PostgreSQL down, a connection refused or timed
     /// out), or its file or database could not be opened or migrated. Worth retrying: exit 4.
     #[error("store: {0}")]
-    Store(String),
+    Store(#[source] crate::store::StoreError),
     /// The program's configuration cannot work, whenever it is retried: a store URL or schema name
     /// that is invalid, a job that [`SchedulerBuilder::build`](crate::SchedulerBuilder::build)
     /// refuses, a setting missing. Exit 2.

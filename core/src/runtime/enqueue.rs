@@ -26,7 +26,7 @@ pub(crate) async fn enqueue(rt: Arc<Runtime>, batch: Vec<Candidate>) {
                 log(&requests, &answers);
                 break;
             }
-            Err(StoreError::Unavailable(e)) => {
+            Err(e @ StoreError::Unavailable { .. }) => {
                 tracing::warn!(error = %e, slots = requests.len(), "could not enqueue slots; trying again");
             }
             Err(e) => {

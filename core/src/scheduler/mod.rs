@@ -192,7 +192,7 @@ impl Scheduler {
         job: &str,
         source: crate::SlotSource,
     ) -> Result<crate::RunOnce, crate::RunOnceError> {
-        let store_error = |e: crate::store::StoreError| crate::RunOnceError::Store(e.to_string());
+        let store_error = crate::RunOnceError::Store;
         if let Some(backend) = &self.backend {
             sync_clock(&self.runtime, &**backend).await;
             crate::runtime::control::register(&self.runtime, &**backend)

@@ -164,9 +164,7 @@ impl MemoryBackend {
 
     fn check(&self, inner: &Inner) -> Result<(), StoreError> {
         if inner.unavailable {
-            return Err(StoreError::Unavailable(
-                "memory backend switched off".into(),
-            ));
+            return Err(StoreError::unavailable("memory backend switched off"));
         }
         Ok(())
     }
@@ -281,7 +279,7 @@ impl LockStore for MemoryBackend {
             if let Some((ns, other)) = inner.lock_keys.get(key)
                 && (ns != namespace || other != job)
             {
-                return Err(StoreError::Rejected(format!(
+                return Err(StoreError::rejected(format!(
                     "lock key {key} of job `{job}` (namespace `{namespace}`) is registered to job `{other}` (namespace `{ns}`)"
                 )));
             }

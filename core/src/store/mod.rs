@@ -246,17 +246,80 @@ pub struct DueClaim {
     pub business_date: NaiveDate,
 }
 
-/// A store could not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A store could not do what was asked: which kind of failure, what happened, and the error
+/// underneath (a driver's, such as `sqlx::Error` or `redis::RedisError`), reached by
+/// [`std::error::Error::source`].
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The store cannot be reached; nothing was changed.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
+    #[error("store unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+        /// The error underneath, if any.
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// The store refused the request.
-    #[error("store refused the request: {0}")]
-    Rejected(String),
+    #[error("store refused the request: {message}")]
+    Rejected {
+        /// What happened.
+        message: String,
+        /// The error underneath, if any.
+        #[source]
+        source: Option<ErrorSource>,
+    },
 }
+
+/// The error underneath a [`StoreError`], shared so that the error stays `Clone`.
+pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+impl StoreError {
+    /// The store cannot be reached.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The store refused the request.
+    pub fn rejected(message: impl Into<String>) -> Self {
+        StoreError::Rejected {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `source` underneath it.
+    pub fn with_source(mut self, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let (StoreError::Unavailable { source, .. } | StoreError::Rejected { source, .. }) =
+            &mut self;
+        *source = Some(std::sync::Arc::new(error));
+        self
+    }
+
+    /// Whether the store could not be reached (as opposed to refusing the request).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
+    /// What happened, without the kind.
+    pub fn message(&self) -> &str {
+        let (StoreError::Unavailable { message, .. } | StoreError::Rejected { message, .. }) = self;
+        message
+    }
+}
+
+/// Two errors are equal when they are of one kind and say the same: the sources are not compared.
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        self.is_unavailable() == other.is_unavailable() && self.message() == other.message()
+    }
+}
+
+impl Eq for StoreError {}
 
 /// Slot rows: claim, heartbeat, finish, all fenced.
 #[async_trait]
@@ -362,8 +425,8 @@ pub trait SlotStore: Send + Sync + 'static {
     /// Dropping the future may or may not have queued the slots; enqueueing again is idempotent.
     async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
         let _ = requests;
-        Err(StoreError::Rejected(
-            "this store cannot queue slots for workers".to_owned(),
+        Err(StoreError::rejected(
+            "this store cannot queue slots for workers",
         ))
     }
 

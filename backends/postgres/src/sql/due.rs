@@ -2,7 +2,7 @@
 //! `CLAIM_DUE`, and the reads that say when and for which jobs there is work.
 
 /// The overlap decisions on queued slots, run before `CLAIM_DUE` in its transaction (after the jobs'
-/// claim locks): a slot a scheduler queued (`pending`, attempt 0, from the schedule or catch-up,
+/// claim locks): a slot a scheduler queued (`pending`, attempt 0, from the schedule (catch-up runs wait their turn),
 /// due) whose job and partition has another run `running` with a fresh heartbeat is decided by its
 /// job's policy `$2` (for jobs `$1`), as a tick decides a new slot: `skip` records it `skipped`;
 /// `buffer_one` lets the newest wait (`pending`, no next attempt) and records the older ones and a
@@ -25,7 +25,7 @@ queued AS MATERIALIZED (
       ON q.job_name >= s.job_name AND q.job_name <= s.job_name
     WHERE s.overlap IN ('skip', 'buffer_one', 'replace')
       AND q.status = 'pending' AND q.attempt = 0
-      AND q."trigger" IN ('schedule', 'catch_up')
+      AND q."trigger" = 'schedule'
       AND q.next_attempt_at <= now()
       AND EXISTS (
           SELECT 1 FROM {schema}.job_runs o

@@ -29,8 +29,20 @@ async fn the_password_is_redacted_from_connect_errors() {
         "{text}"
     );
     let store: StoreError = err.into();
-    assert!(matches!(store, StoreError::Unavailable(_)));
+    assert!(matches!(store, StoreError::Unavailable { .. }));
     assert!(!store.to_string().contains(SECRET));
+    // The cause is kept: the chain of sources reaches the driver's error, through the run-once
+    // error that wraps it too.
+    let once = slotguard::RunOnceError::Store(store.clone());
+    for top in [&store as &dyn std::error::Error, &once] {
+        let mut cause = top.source();
+        let mut found = false;
+        while let Some(e) = cause {
+            found |= e.downcast_ref::<sqlx::Error>().is_some();
+            cause = e.source();
+        }
+        assert!(found, "the sources of {top} reach sqlx::Error");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,7 +147,7 @@ fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
 /// Decides a `claim_due` call at `now` (the store's clock) over `rows`: the `pending`, `abandoned`
 /// and `running` rows of the jobs in `specs` (others are ignored). A job's first spec counts.
 ///
-/// 0. Queued slots (attempt 0, from the schedule or catch-up) of a job and partition with a run
+/// 0. Queued slots (attempt 0, from the schedule) of a job and partition with a run
 ///    `running` fresh are decided by the job's overlap policy, as a tick decides a new slot: under
 ///    `skip` they are skipped; under `buffer_one` the newest waits and the older ones, and a slot
 ///    that waited already, give way; under `replace` the running runs are stopped. The rest reads

@@ -47,11 +47,12 @@ impl RowFacts {
     }
 
     /// A slot a scheduler queued that no worker has picked yet: `pending`, attempt 0, due at
-    /// its instant, from the schedule or catch-up (an operator's runs are not queued slots).
+    /// its instant, from the schedule (catch-up runs, which the catch-up policy asked for one by one,
+    /// and an operator's runs are not queued slots).
     pub fn is_queued_slot(&self, now: DateTime<Utc>) -> bool {
         self.status == RunStatus::Pending
             && self.attempt == 0
-            && matches!(self.trigger, Trigger::Schedule | Trigger::CatchUp)
+            && self.trigger == Trigger::Schedule
             && self.is_due_again(now)
     }
 
