@@ -96,6 +96,36 @@ pub(crate) struct SlotArgs {
     why: Why,
 }
 
+/// `backfill`: the missing slots of a range.
+#[derive(Debug, Args)]
+pub(crate) struct BackfillArgs {
+    /// The job's name.
+    job: String,
+    /// From this instant (RFC 3339).
+    #[arg(long, value_name = "RFC3339")]
+    from: String,
+    /// Until this instant, excluded (RFC 3339).
+    #[arg(long, value_name = "RFC3339")]
+    to: String,
+    /// Create the runs; without it, only list them.
+    #[arg(long)]
+    execute: bool,
+    /// Allow a range that starts before the job was first registered (history from before the
+    /// job existed); without it, such a range is refused.
+    #[arg(long)]
+    before_first_seen: bool,
+    /// Runs that become due per second, 0.001 to 1,000.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
+    per_second: String,
+    #[command(flatten)]
+    why: Why,
+}
+
 /// `retry`: one slot, or every failed slot of a range.
 #[derive(Debug, Args)]
 pub(crate) struct RetryArgs {
@@ -214,33 +244,7 @@ pub(crate) enum Op {
     },
     /// Create runs for the missing slots of a range (a dry run unless --execute).
     #[command(after_long_help = EXAMPLES)]
-    Backfill {
-        /// The job's name.
-        job: String,
-        /// From this instant (RFC 3339).
-        #[arg(long, value_name = "RFC3339")]
-        from: String,
-        /// Until this instant, excluded (RFC 3339).
-        #[arg(long, value_name = "RFC3339")]
-        to: String,
-        /// Create the runs; without it, only list them.
-        #[arg(long)]
-        execute: bool,
-        /// Allow a range that starts before the job was first registered (history from before the
-        /// job existed); without it, such a range is refused.
-        #[arg(long)]
-        before_first_seen: bool,
-        /// Runs that become due per second, 0.001 to 1,000.
-        #[arg(
-            long,
-            value_name = "N",
-            default_value = "1",
-            allow_negative_numbers = true
-        )]
-        per_second: String,
-        #[command(flatten)]
-        why: Why,
-    },
+    Backfill(BackfillArgs),
     /// Pause a job on every replica (within one recovery poll).
     #[command(after_long_help = EXAMPLES)]
     Pause {
@@ -464,20 +468,7 @@ impl Plan {
                 by: why.request()?,
                 wait: wait.then(|| seconds(&timeout)).transpose()?,
             },
-            Op::Backfill {
-                job,
-                from,
-                to,
-                execute,
-                before_first_seen,
-                per_second,
-                why,
-            } => {
-                let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
-                range(Some(from), Some(to))?;
-                let options = (!execute, before_first_seen);
-                Plan::backfill(job, (from, to), options, &per_second, why)?
-            }
+            Op::Backfill(args) => Plan::backfill_of(args)?,
             Op::Pause { job, why } => Plan::Pause(job, why.request()?),
             Op::Resume { job, why } => Plan::Resume(job, why.request()?),
             Op::Audit {
@@ -493,6 +484,23 @@ impl Plan {
             },
             Op::Replicas { json } => Plan::Replicas { json },
         })
+    }
+
+    /// `backfill`, every argument checked.
+    fn backfill_of(args: BackfillArgs) -> Result<Plan, Failure> {
+        let BackfillArgs {
+            job,
+            from,
+            to,
+            execute,
+            before_first_seen,
+            per_second,
+            why,
+        } = args;
+        let (from, to) = (instant("--from", &from)?, instant("--to", &to)?);
+        range(Some(from), Some(to))?;
+        let options = (!execute, before_first_seen);
+        Plan::backfill(job, (from, to), options, &per_second, why)
     }
 
     /// The filter of `runs`, every argument checked.

@@ -204,9 +204,11 @@ async fn a_backfill_before_the_job_was_first_registered_must_say_so() {
 #[tokio::test]
 async fn the_audit_trail_is_paged_by_limit_and_continued_by_its_next_id() {
     let (_backend, app) = setup(0, chrono::Duration::zero()).await;
-    for reason in ["one", "two", "three"] {
+    // A paused job cannot be paused again: pause, resume, pause.
+    for (action, reason) in [("pause", "one"), ("resume", "two"), ("pause", "three")] {
         let body = json!({"reason": reason, "actor": "ops"});
-        let (status, answer) = post(&app, "/internal/jobs/daily-settlement/pause", &body).await;
+        let path = format!("/internal/jobs/daily-settlement/{action}");
+        let (status, answer) = post(&app, &path, &body).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
     }
     let (status, first) = get(&app, "/internal/audit?limit=2").await;

@@ -13,11 +13,13 @@ use http_body_util::BodyExt;
 use slotguard::admin::dashboard::Dashboard;
 use slotguard::admin::http::Actor;
 use slotguard::admin::{Admin, ChangeRequest};
-use slotguard::store::{
-    AdminStore, Claim, ClaimRequest, Finish, JobDefinition, SlotKey, SlotStore, Trigger,
-};
+use slotguard::store::{Claim, ClaimRequest, Finish, JobDefinition, SlotKey, SlotStore, Trigger};
 use slotguard::{ErrorClass, MemoryBackend, Overlap, Schedule};
 use tower::ServiceExt;
+
+#[path = "support/registered.rs"]
+mod registered;
+use registered::registered_a_year_ago;
 
 const JOB: &str = "daily-settlement";
 const SLOT: &str = "2026-03-07T17:00:00Z";
@@ -32,7 +34,6 @@ fn by() -> ChangeRequest {
 
 /// The settlement job with one failed run at [`SLOT`].
 async fn setup() -> (MemoryBackend, Admin, Router) {
-    let backend = MemoryBackend::new();
     let definition = JobDefinition {
         name: JOB.to_owned(),
         cron: "0 2 * * *".to_owned(),
@@ -43,7 +44,8 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
             .unwrap()
             .fingerprint(),
     };
-    backend.register_jobs(&[definition]).await.unwrap();
+    // Registered before its first slot, so the timeline counts missed slots from then.
+    let backend = registered_a_year_ago(&[definition]).await;
     let slot = at(SLOT);
     let request = ClaimRequest {
         key: SlotKey {

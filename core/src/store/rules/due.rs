@@ -164,15 +164,7 @@ fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
 /// 4. A job gets at most its spec's `limit`, and at most `cluster_limit` minus its runs already
 ///    `running` fresh; the call hands out at most `limit` runs, oldest slot first.
 pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit: usize) -> DuePlan {
-    let mut spec_of: HashMap<&str, &DueSpec> = HashMap::new();
-    for spec in specs {
-        spec_of.entry(spec.job.as_str()).or_insert(spec);
-    }
-    let mut rows: Vec<(&RowFacts, &DueSpec)> = rows
-        .iter()
-        .filter_map(|row| Some((row, *spec_of.get(row.key.job.as_str())?)))
-        .collect();
-    rows.sort_by(|a, b| slot_order(a.0, b.0));
+    let rows = with_specs(specs, rows);
     let (decide, replacing) = decide_queued(&rows, now);
     let after: Vec<RowFacts> = rows
         .iter()
@@ -211,12 +203,7 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         RunStatus::Pending => row.is_due_again(now),
         _ => row.attempt < spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now)),
     };
-    let mut running: HashMap<&str, usize> = HashMap::new();
-    for (row, _) in &rows {
-        if row.is_fresh_running(now) {
-            *running.entry(row.key.job.as_str()).or_default() += 1;
-        }
-    }
+    let running = fresh_running_per_job(&rows, now);
     let mut claim = Vec::new();
     let mut handed: HashMap<&str, usize> = HashMap::new();
     let mut pairs: HashSet<(&str, &str)> = HashSet::new();
@@ -245,6 +232,34 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         bury,
         claim,
     }
+}
+
+/// The rows of `specs`' jobs, each with its job's first spec, oldest slot first.
+fn with_specs<'a>(specs: &'a [DueSpec], rows: &'a [RowFacts]) -> Vec<(&'a RowFacts, &'a DueSpec)> {
+    let mut spec_of: HashMap<&str, &DueSpec> = HashMap::new();
+    for spec in specs {
+        spec_of.entry(spec.job.as_str()).or_insert(spec);
+    }
+    let mut rows: Vec<(&RowFacts, &DueSpec)> = rows
+        .iter()
+        .filter_map(|row| Some((row, *spec_of.get(row.key.job.as_str())?)))
+        .collect();
+    rows.sort_by(|a, b| slot_order(a.0, b.0));
+    rows
+}
+
+/// How many runs of each job are `running` with a fresh heartbeat.
+fn fresh_running_per_job<'a>(
+    rows: &[(&'a RowFacts, &DueSpec)],
+    now: DateTime<Utc>,
+) -> HashMap<&'a str, usize> {
+    let mut running: HashMap<&str, usize> = HashMap::new();
+    for (row, _) in rows {
+        if row.is_fresh_running(now) {
+            *running.entry(row.key.job.as_str()).or_default() += 1;
+        }
+    }
+    running
 }
 
 /// `abandoned` and due again.
