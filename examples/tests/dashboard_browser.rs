@@ -341,12 +341,14 @@ async fn pause_resume_and_backfill(c: &Client, home: &str, shots: &Shots) {
     change(c, "resume", "maintenance over").await;
     assert!(text(c, "#pause").await.contains("active"));
 
-    // The last three nights at 02:00 in Seoul (17:00 UTC): the preview lists them, nothing is made.
+    // The last three nights at 02:00 in Seoul (17:00 UTC), from before the job was first registered
+    // (so the form says so): the preview lists them, nothing is made.
     let now = Utc::now();
     let from = now - chrono::Duration::days(3);
     let set = format!(
         "document.querySelector('#form-backfill [name=from]').value = {};\
-         document.querySelector('#form-backfill [name=per_second]').value = '10';",
+         document.querySelector('#form-backfill [name=per_second]').value = '10';\
+         document.querySelector('#form-backfill [name=before_first_seen]').checked = true;",
         json!(from.format("%Y-%m-%dT%H:%M:%S").to_string())
     );
     script(c, &set).await;
