@@ -25,6 +25,9 @@ pub(crate) struct Admitted {
     pub(crate) job: Arc<JobEntry>,
     pub(crate) run: RunSlot,
     pub(crate) permits: Vec<Box<dyn Permit>>,
+    /// Due work that recovered a run (see [`recovered`]): a retry, a take-over, a hand-over,
+    /// catch-up or an operator's run, not a worker's first attempt of a queued slot.
+    pub(crate) recovered: bool,
 }
 
 /// What the chain made of a batch.
@@ -98,6 +101,7 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
                 job: candidate.job,
                 run,
                 permits,
+                recovered: false,
             });
         }
     }
@@ -144,7 +148,8 @@ async fn claimed(
     debug_assert!(runs.len() == 1 || outer.is_empty());
     for (run, permit) in runs {
         let mut permits = std::mem::take(&mut outer);
-        if recovered(&run, permit.as_ref()) {
+        let recovered = recovered(&run, permit.as_ref());
+        if recovered {
             crate::metrics::recovered(&candidate.job.name);
         }
         permits.push(permit);
@@ -152,6 +157,7 @@ async fn claimed(
             job: Arc::clone(&candidate.job),
             run,
             permits,
+            recovered,
         });
     }
 }

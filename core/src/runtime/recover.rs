@@ -81,13 +81,16 @@ pub(crate) async fn due_round(
         job.backlog.store(got || busy, Ordering::Release);
     }
     for admitted in admission.runs {
-        tracing::info!(
-            event = "job_recovered",
-            job = %admitted.job.name,
-            slot = %admitted.run.slot.scheduled_at,
-            trigger = admitted.run.trigger.as_str(),
-            "claimed a run that fell due"
-        );
+        // A worker's first attempt of a queued slot is its normal start (`job_started`, debug).
+        if admitted.recovered {
+            tracing::info!(
+                event = "job_recovered",
+                job = %admitted.job.name,
+                slot = %admitted.run.slot.scheduled_at,
+                trigger = admitted.run.trigger.as_str(),
+                "claimed a run that fell due"
+            );
+        }
         // Room under the process's limit was counted before the claim; a run claimed anyway runs.
         let room = rt
             .run_limit

@@ -68,7 +68,9 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
 
 /// The body's run: its outcome, and whether the store took it.
 async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
-    let Admitted { job, run, permits } = admitted;
+    let Admitted {
+        job, run, permits, ..
+    } = admitted;
     let losses: Vec<CancellationToken> = permits.iter().filter_map(|p| p.loss()).collect();
     let (stop, lost) = (rt.cancel.child_token(), CancellationToken::new());
     let mut ctx = JobContext::new(
