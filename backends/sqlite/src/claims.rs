@@ -279,8 +279,11 @@ impl Shared {
             .fetch_one(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        self.close_attempt(w, (id, row.0 - 1), reason::HEARTBEAT_EXPIRED, now)
-            .await?;
+        if row.0 > 1 {
+            // The previous attempt, if its holder never ended it (a queued slot had none).
+            self.close_attempt(w, (id, row.0 - 1), reason::HEARTBEAT_EXPIRED, now)
+                .await?;
+        }
         let lease = self
             .start_attempt(w, owner, now, (id, row.0, row.1))
             .await?;

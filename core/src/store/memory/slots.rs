@@ -281,15 +281,16 @@ impl SlotStore for MemoryBackend {
                 continue;
             };
             let lease = take_over(run, owner, token, now);
-            let run = run.clone();
+            let (trigger, zone, wall, business_date) =
+                (run.trigger, run.zone.clone(), run.wall, run.business_date);
             let key = rows.iter().find(|r| r.id == *id).map(|r| r.key.clone());
             claimed.extend(key.map(|key| DueClaim {
                 key,
                 lease,
-                trigger: run.trigger,
-                zone: run.zone,
-                wall: run.wall,
-                business_date: run.business_date,
+                trigger,
+                zone,
+                wall,
+                business_date,
             }));
         }
         drop(inner);

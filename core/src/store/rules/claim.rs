@@ -170,7 +170,6 @@ pub fn plan_claim(
     let key = &request.key;
     let siblings = || siblings.iter().filter(|row| row.is_sibling_of(key));
     let busy = request.overlap != Overlap::Allow && siblings().any(|r| r.is_fresh_running(now));
-    let runs = NewRow::Running;
     let changed = |pick: &dyn Fn(&RowFacts) -> bool, change: Change| -> Vec<(i64, Change)> {
         siblings()
             .filter(|row| pick(row))
@@ -184,13 +183,13 @@ pub fn plan_claim(
             changes: changed(&RowFacts::is_waiting, Change::Supersede),
         },
         (true, _) => ClaimPlan {
-            slot: SlotPlan::Insert(runs),
+            slot: SlotPlan::Insert(NewRow::Running),
             changes: changed(&|r| r.status == RunStatus::Running, Change::Replace),
         },
         (false, Overlap::Skip | Overlap::BufferOne) => ClaimPlan {
-            slot: SlotPlan::Insert(runs),
+            slot: SlotPlan::Insert(NewRow::Running),
             changes: changed(&|r| r.is_stale(now), Change::Fence),
         },
-        (false, _) => slot(SlotPlan::Insert(runs)),
+        (false, _) => slot(SlotPlan::Insert(NewRow::Running)),
     }
 }

@@ -87,18 +87,8 @@ fn decide_queued(
 ) -> (Changes, Vec<(i64, usize)>) {
     let mut decide = Vec::new();
     let mut replacing = Vec::new();
-    let mut pairs: Vec<(&str, &str)> = Vec::new();
-    for (row, _) in rows {
-        let pair = (row.key.job.as_str(), row.key.partition.as_str());
-        if !pairs.contains(&pair) {
-            pairs.push(pair);
-        }
-    }
-    for (job, partition) in pairs {
-        let of_pair = || {
-            rows.iter()
-                .filter(move |(r, _)| r.key.job == job && r.key.partition == partition)
-        };
+    for group in by_pair(rows) {
+        let of_pair = || group.iter().copied();
         let Some((_, spec)) = of_pair().next() else {
             continue;
         };
@@ -135,6 +125,36 @@ fn decide_queued(
     (decide, replacing)
 }
 
+/// `rows` grouped by job and partition, in the order each pair first appears (one pass).
+fn by_pair<'a>(rows: &[(&'a RowFacts, &'a DueSpec)]) -> Vec<Vec<(&'a RowFacts, &'a DueSpec)>> {
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut groups: Vec<Vec<(&RowFacts, &DueSpec)>> = Vec::new();
+    for &(row, spec) in rows {
+        let pair = (row.key.job.as_str(), row.key.partition.as_str());
+        let at = *index.entry(pair).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[at].push((row, spec));
+    }
+    groups
+}
+
+/// How many rows of each job and partition are `running` with a fresh heartbeat.
+fn fresh_running_per_pair<'a>(
+    rows: &[(&'a RowFacts, &DueSpec)],
+    now: DateTime<Utc>,
+) -> HashMap<(&'a str, &'a str), usize> {
+    let mut running: HashMap<(&str, &str), usize> = HashMap::new();
+    for (row, _) in rows {
+        if row.is_fresh_running(now) {
+            let pair = (row.key.job.as_str(), row.key.partition.as_str());
+            *running.entry(pair).or_default() += 1;
+        }
+    }
+    running
+}
+
 /// `row` as it is once `change` is written.
 fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
     RowFacts {
@@ -166,22 +186,25 @@ fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
 pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit: usize) -> DuePlan {
     let rows = with_specs(specs, rows);
     let (decide, replacing) = decide_queued(&rows, now);
+    let decided: HashMap<i64, Change> = decide.iter().copied().collect();
     let after: Vec<RowFacts> = rows
         .iter()
-        .map(
-            |(row, _)| match decide.iter().find(|(id, _)| *id == row.id) {
-                Some((_, change)) => changed(row, *change, now),
-                None => (*row).clone(),
-            },
-        )
+        .map(|(row, _)| match decided.get(&row.id) {
+            Some(change) => changed(row, *change, now),
+            None => (*row).clone(),
+        })
         .collect();
     let rows: Vec<(&RowFacts, &DueSpec)> = after
         .iter()
         .zip(rows.iter().map(|(_, spec)| *spec))
         .collect();
+    // Another run of the row's job and partition is running fresh: the pair's count, less the
+    // row itself.
+    let fresh_in_pair = fresh_running_per_pair(&rows, now);
     let busy = |row: &RowFacts| {
-        rows.iter()
-            .any(|(o, _)| o.id != row.id && o.is_sibling_of(&row.key) && o.is_fresh_running(now))
+        let pair = (row.key.job.as_str(), row.key.partition.as_str());
+        let fresh = fresh_in_pair.get(&pair).copied().unwrap_or(0);
+        fresh > usize::from(row.is_fresh_running(now))
     };
     let exhausted = |row: &RowFacts, spec: &DueSpec| {
         row.attempt >= spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now))
