@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use slotguard::{
-    Job, JobContext, JobError, MemoryBackend, RetryPolicy, Role, Scheduler, SchedulerHandle,
-    TokioClock,
-};
+use slotguard::{Job, JobContext, JobError, MemoryBackend, Scheduler, TokioClock};
+
+#[path = "support/scheduler_and_worker.rs"]
+mod scheduler_and_worker;
+use scheduler_and_worker::scheduler_and_worker;
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -39,7 +40,8 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
             .unwrap();
         handles.push(scheduler.try_start().await.unwrap());
     }
-    handles.extend(scheduler_and_worker(clock).await);
+    let queue = MemoryBackend::with_clock(Arc::new(clock));
+    handles.extend(scheduler_and_worker(&queue, clock).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     for h in handles {
         h.shutdown().await;
@@ -120,35 +122,4 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
             );
         }
     }
-}
-
-/// A scheduler and a worker on a store of their own: `queued` succeeds every second, `flaky`
-/// (every 2 s) fails its first attempt and succeeds its retry.
-async fn scheduler_and_worker(clock: TokioClock) -> Vec<SchedulerHandle> {
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let mut handles = Vec::new();
-    for (id, role) in [("sched", Role::Scheduler), ("worker", Role::Worker)] {
-        let queued = Job::new("queued", "* * * * * *", |_| async {});
-        let flaky = Job::new("flaky", "*/2 * * * * *", |ctx: JobContext| async move {
-            match ctx.attempt() {
-                1 => Err(JobError::transient("upstream said 503")),
-                _ => Ok(()),
-            }
-        })
-        .retry(RetryPolicy::exponential(
-            3,
-            Duration::from_millis(200),
-            Duration::from_millis(200),
-        ));
-        let scheduler = Scheduler::builder()
-            .backend(store.clone())
-            .clock(clock)
-            .instance_id(id)
-            .role(role)
-            .jobs([queued, flaky])
-            .build()
-            .unwrap();
-        handles.push(scheduler.try_start().await.unwrap());
-    }
-    handles
 }

@@ -5,9 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use slotguard::{
-    Job, JobContext, JobError, MemoryBackend, RetryPolicy, Role, Scheduler, TokioClock,
-};
+use slotguard::{MemoryBackend, TokioClock};
+
+#[path = "support/scheduler_and_worker.rs"]
+mod scheduler_and_worker;
+use scheduler_and_worker::scheduler_and_worker;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
@@ -58,31 +60,7 @@ async fn a_workers_first_attempt_of_a_queued_slot_is_not_logged_as_a_recovery() 
         tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
     let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
     let store = MemoryBackend::with_clock(Arc::new(clock));
-    let runs_of = store.clone();
-    let mut handles = Vec::new();
-    for (id, role) in [("sched", Role::Scheduler), ("worker", Role::Worker)] {
-        let queued = Job::new("queued", "* * * * * *", |_| async {});
-        let flaky = Job::new("flaky", "*/2 * * * * *", |ctx: JobContext| async move {
-            match ctx.attempt() {
-                1 => Err(JobError::transient("upstream said 503")),
-                _ => Ok(()),
-            }
-        })
-        .retry(RetryPolicy::exponential(
-            3,
-            Duration::from_millis(200),
-            Duration::from_millis(200),
-        ));
-        let scheduler = Scheduler::builder()
-            .backend(store.clone())
-            .clock(clock)
-            .instance_id(id)
-            .role(role)
-            .jobs([queued, flaky])
-            .build()
-            .unwrap();
-        handles.push(scheduler.try_start().await.unwrap());
-    }
+    let handles = scheduler_and_worker(&store, clock).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     for h in handles {
         h.shutdown().await;
@@ -95,7 +73,7 @@ async fn a_workers_first_attempt_of_a_queued_slot_is_not_logged_as_a_recovery() 
             .count()
     };
     // The worker ran the queued slots (their first attempts), and logged none as a recovery.
-    let ran = runs_of
+    let ran = store
         .runs()
         .iter()
         .filter(|r| r.key.job == "queued" && r.status == slotguard::store::RunStatus::Succeeded)
