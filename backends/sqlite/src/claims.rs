@@ -14,8 +14,12 @@ use crate::slots::{ADVANCE_TOKEN, date_text, wall_text};
 use crate::{Shared, WriteTx, duration_ms};
 
 /// The columns the rules read, in [`FactsRow`]'s order.
-const FACTS: &str = "id, job_name, scheduled_at, partition_key, status, attempt, heartbeat_at, \
-                     stale_after_ms, next_attempt_at, trigger_kind";
+macro_rules! facts {
+    () => {
+        "id, job_name, scheduled_at, partition_key, status, attempt, heartbeat_at, \
+         stale_after_ms, next_attempt_at, trigger_kind"
+    };
+}
 
 /// A row as read for the rules.
 type FactsRow = (
@@ -33,13 +37,12 @@ type FactsRow = (
 
 /// The slot's row (`?3`) and the `running` and `pending` rows of its job and partition, through
 /// `slotguard_job_runs_job_status`.
-fn pair_rows_sql() -> String {
-    format!(
-        "SELECT {FACTS} FROM slotguard_job_runs
-         WHERE job_name = ?1 AND partition_key = ?2
-           AND (scheduled_at = ?3 OR status IN ('running', 'pending'))"
-    )
-}
+const PAIR_ROWS: &str = concat!(
+    "SELECT ",
+    facts!(),
+    " FROM slotguard_job_runs WHERE job_name = ?1 AND partition_key = ?2 \
+     AND (scheduled_at = ?3 OR status IN ('running', 'pending'))"
+);
 
 /// For each of `count` jobs (bound from `?3` on; `?1` the clock, `?2` the window): its `running`
 /// rows, and its oldest `?2` rows that may be due (`pending` or `abandoned` due again, `pending`
@@ -47,12 +50,12 @@ fn pair_rows_sql() -> String {
 fn active_rows_sql(count: usize) -> String {
     let per_job: Vec<String> = (0..count)
         .map(|i| {
-            let job = i + 3;
+            let (job, facts) = (i + 3, facts!());
             format!(
-                "SELECT * FROM (SELECT {FACTS} FROM slotguard_job_runs
+                "SELECT * FROM (SELECT {facts} FROM slotguard_job_runs
                    WHERE job_name = ?{job} AND status = 'running')
                  UNION ALL
-                 SELECT * FROM (SELECT {FACTS} FROM slotguard_job_runs
+                 SELECT * FROM (SELECT {facts} FROM slotguard_job_runs
                    WHERE job_name = ?{job} AND status IN ('pending', 'abandoned')
                      AND (next_attempt_at <= ?1
                           OR (status = 'pending' AND next_attempt_at IS NULL))
@@ -177,7 +180,7 @@ impl Shared {
         request: &ClaimRequest,
     ) -> Result<(ClaimPlan, Claim), SqliteError> {
         let key = &request.key;
-        let rows: Vec<FactsRow> = sqlx::query_as(sqlx::AssertSqlSafe(pair_rows_sql()))
+        let rows: Vec<FactsRow> = sqlx::query_as(PAIR_ROWS)
             .bind(&key.job)
             .bind(&key.partition)
             .bind(key.scheduled_at.timestamp_millis())
