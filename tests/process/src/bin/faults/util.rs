@@ -174,6 +174,40 @@ pub(crate) struct Interrupted {
     pub(crate) unrecovered: usize,
     /// From each kill to the next attempt of the interrupted run.
     pub(crate) latencies: Vec<chrono::Duration>,
+    /// For each of `latencies`: how many other interrupted attempts of the same job started
+    /// between the kill and that next attempt. A run waits while another run of its job is
+    /// `running` with a fresh heartbeat, so each of them can hold the take-over back until it
+    /// goes stale in turn.
+    pub(crate) behind: Vec<usize>,
+}
+
+impl Interrupted {
+    /// The take-overs slower than `stale + 5 s`, plus `stale + 2 s` for each interrupted attempt of
+    /// the job it waited behind, as (latency, allowance).
+    pub(crate) fn late(
+        &self,
+        stale: chrono::Duration,
+    ) -> Vec<(chrono::Duration, chrono::Duration)> {
+        let alone = stale + chrono::Duration::seconds(5);
+        let per_wait = stale + chrono::Duration::seconds(2);
+        self.latencies
+            .iter()
+            .zip(&self.behind)
+            .map(|(latency, behind)| (*latency, alone + per_wait * (*behind as i32)))
+            .filter(|(latency, allowed)| latency > allowed)
+            .collect()
+    }
+
+    /// The slowest take-over of an attempt that waited behind no other interrupted attempt.
+    pub(crate) fn worst_alone(&self) -> chrono::Duration {
+        self.latencies
+            .iter()
+            .zip(&self.behind)
+            .filter(|(_, behind)| **behind == 0)
+            .map(|(latency, _)| *latency)
+            .max()
+            .unwrap_or_default()
+    }
 }
 
 pub(crate) fn interrupted_by(
@@ -193,7 +227,12 @@ pub(crate) fn interrupted_by(
         after_end: 0,
         unrecovered: 0,
         latencies: Vec::new(),
+        behind: Vec::new(),
     };
+    // (job, when its attempt started) of every interrupted attempt, and (job, kill, next start)
+    // of every one taken over.
+    let mut started: Vec<(&str, DateTime<Utc>)> = Vec::new();
+    let mut taken_over: Vec<(&str, DateTime<Utc>, DateTime<Utc>)> = Vec::new();
     for e in effects.iter().filter(|e| e.kind == "start") {
         let (Some(at), Some((run, i))) = (killed_at.get(&e.pid), by_token.get(&e.token)) else {
             continue;
@@ -202,6 +241,7 @@ pub(crate) fn interrupted_by(
             continue;
         }
         out.count += 1;
+        started.push((&run.key.job, run.attempts[*i].started_at));
         if effects
             .iter()
             .any(|x| x.kind == "end" && x.token == e.token)
@@ -209,11 +249,23 @@ pub(crate) fn interrupted_by(
             out.after_end += 1;
         }
         match run.attempts.get(i + 1) {
-            Some(next) => out.latencies.push(next.started_at - *at),
+            Some(next) => {
+                out.latencies.push(next.started_at - *at);
+                taken_over.push((&run.key.job, *at, next.started_at));
+            }
             None if run.status == RunStatus::Dead => {}
             None => out.unrecovered += 1,
         }
     }
+    out.behind = taken_over
+        .iter()
+        .map(|(job, killed, next)| {
+            started
+                .iter()
+                .filter(|(j, at)| j == job && at > killed && at < next)
+                .count()
+        })
+        .collect();
     out
 }
 
