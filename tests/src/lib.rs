@@ -14,6 +14,7 @@ use slotguard::store::{
 use slotguard::{ErrorClass, Overlap};
 
 pub mod admin;
+mod contract;
 pub mod history;
 pub mod logs;
 pub mod pg;

@@ -5,18 +5,25 @@ mod common;
 use std::time::Duration;
 
 use slotguard::store::LockStore;
+use slotguard_redis::RedisLocks;
+
+/// Keys under a prefix of their own per check, on the shared Redis.
+async fn with_locks(check: impl AsyncFnOnce(&RedisLocks)) {
+    let locks = common::shared_locks("contract", Duration::from_secs(10));
+    check(&locks).await;
+}
+
+slotguard_tests::contract!(
+    locks,
+    #[tokio::test]
+    with = with_locks
+);
 
 #[tokio::test]
-async fn locks_are_exclusive() {
+async fn locks_are_exclusive_and_released_leases_are_forgotten() {
     let locks = common::shared_locks("exclusive", Duration::from_secs(10));
     slotguard_tests::locks_are_exclusive(&locks).await;
     assert_eq!(locks.held(), 0, "every lease released is forgotten");
-}
-
-#[tokio::test]
-async fn lock_tokens_rise() {
-    let locks = common::shared_locks("tokens", Duration::from_secs(10));
-    slotguard_tests::lock_tokens_rise(&locks).await;
 }
 
 #[tokio::test]

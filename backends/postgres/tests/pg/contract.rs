@@ -4,19 +4,28 @@ use std::time::Duration;
 
 use slotguard::store::RunStatus;
 
+use slotguard_postgres::PgBackend;
+
 use crate::common::{Connect, TestSchema};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_are_exclusive() {
+/// A schema of its own per check. Real time: the database clock judges the 1 s staleness.
+async fn with_backend(check: impl AsyncFnOnce(&PgBackend)) {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
-    slotguard_tests::claims_are_exclusive(&backend).await;
+    check(&backend).await;
     backend.close().await;
 }
 
+slotguard_tests::contract!(
+    slots,
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    with = with_backend,
+    stale = Duration::from_secs(1),
+);
+
 /// Real time: the database clock judges the 1 s staleness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_are_fenced() {
+async fn writes_are_fenced_as_the_rows_show_it() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     slotguard_tests::writes_are_fenced(&backend, Duration::from_secs(1)).await;
@@ -47,18 +56,9 @@ async fn writes_are_fenced() {
     backend.close().await;
 }
 
-/// Real time: the retry falls due by the database clock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retries_become_due() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::retries_become_due(&backend).await;
-    backend.close().await;
-}
-
 /// Real time: the database clock judges the 1 s staleness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn abandoned_runs_are_recovered() {
+async fn abandoned_runs_are_recovered_as_the_rows_show_it() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     slotguard_tests::abandoned_runs_are_recovered(&backend, Duration::from_secs(1)).await;
@@ -88,7 +88,7 @@ async fn abandoned_runs_are_recovered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlap_is_decided_by_the_store() {
+async fn overlap_is_decided_by_the_store_as_the_rows_show_it() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     slotguard_tests::overlap_is_decided_by_the_store(&backend).await;
@@ -147,14 +147,6 @@ async fn overlap_is_decided_by_the_store() {
     backend.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_are_exclusive() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::locks_are_exclusive(&backend).await;
-    backend.close().await;
-}
-
 /// The lock contract again, with the two owners on two backends (two server sessions), as two
 /// replicas would be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,17 +168,9 @@ async fn locks_are_exclusive_across_sessions() {
     two.close().await;
 }
 
-/// Scheduled slots ahead of the database's clock are refused, and nothing is written for them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slots_ahead_of_the_store_clock_are_not_due() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::slots_ahead_of_the_store_clock_are_not_due(&backend).await;
-}
-
 /// One statement for many outcomes, each fenced by its own token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batched_finishes_are_fenced() {
+async fn batched_finishes_are_fenced_as_the_rows_show_it() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     slotguard_tests::batched_finishes_are_fenced(&backend).await;
@@ -204,46 +188,5 @@ async fn batched_finishes_are_fenced() {
         assert_eq!(run.attempts.len(), 1);
         assert_ne!(run.attempts[0].status, RunStatus::Running, "{run:?}");
     }
-    backend.close().await;
-}
-
-#[tokio::test]
-async fn due_work_is_one_at_a_time() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::due_work_is_one_at_a_time(&backend).await;
-    backend.close().await;
-}
-
-/// Real time: the database clock judges the 1 s staleness.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn newer_slots_fence_stale_runs() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::newer_slots_fence_stale_runs(&backend, Duration::from_secs(1)).await;
-    backend.close().await;
-}
-
-#[tokio::test]
-async fn existing_slots_are_found() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::existing_slots_are_found(&backend).await;
-    backend.close().await;
-}
-
-#[tokio::test]
-async fn slots_are_queued_once() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::slots_are_queued_once(&backend).await;
-    backend.close().await;
-}
-
-#[tokio::test]
-async fn due_work_keeps_its_limits() {
-    let schema = TestSchema::new();
-    let backend = schema.backend().await;
-    slotguard_tests::due_work_keeps_its_limits(&backend).await;
     backend.close().await;
 }
