@@ -75,6 +75,7 @@ pub use scheduler::{
     BuildError, ConfigError, DEFAULT_RETENTION, JobInfo, MAX_JOB_NAME_CHARS, Scheduler,
     SchedulerBuilder, derive_lock_key,
 };
+pub use slotguard_cron::{Adjust, BusinessRule, Calendar, CalendarError, UnknownAdjust, Weekend};
 pub use slotguard_cron::{
     CronExpr, DstPolicy, Field, FieldError, ParseError, Schedule, ScheduleError, Slot, Tz,
     UnknownDstPolicy, UnknownZone, parse_zone,

@@ -14,6 +14,7 @@
 //! This crate is re-exported by `slotguard`; the `#[scheduled]` macro uses it to check expressions and
 //! zones at compile time with exactly the rules the runtime applies.
 
+mod calendar;
 mod dst;
 mod error;
 mod expr;
@@ -21,6 +22,9 @@ mod names;
 mod schedule;
 mod zone;
 
+pub use calendar::{
+    Adjust, BUILTIN, BusinessRule, Calendar, CalendarError, MAX_SHIFT, UnknownAdjust, Weekend,
+};
 pub use chrono_tz::Tz;
 pub use dst::{DstPolicy, UnknownDstPolicy};
 pub use error::{Field, FieldError, ParseError, UnknownZone, shown_within};

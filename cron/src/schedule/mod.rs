@@ -5,8 +5,9 @@ use std::fmt;
 use chrono::{DateTime, Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
-use crate::{CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
+use crate::{BusinessRule, CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
 
+mod business;
 mod civil;
 mod offsets;
 mod transitions;
@@ -50,6 +51,8 @@ pub struct Schedule {
     expr: CronExpr,
     zone: Tz,
     dst: DstPolicy,
+    /// The business calendar that moves the expression's dates, if any.
+    business: Option<BusinessRule>,
     /// Spans near the instants asked about, and near the dates searched (which can be weeks
     /// later): two entries, so that the one does not keep evicting the other.
     cache: [OffsetCache; 2],
@@ -112,6 +115,7 @@ impl Schedule {
             expr,
             zone,
             dst,
+            business: None,
             cache: Default::default(),
             transition: OffsetCache::default(),
         }
@@ -136,6 +140,33 @@ impl Schedule {
         self
     }
 
+    /// The same schedule on a business calendar: the expression's dates are nominal, and each
+    /// becomes the date `rule` makes of it (or none); the expression's wall times are read on that
+    /// date under the DST policy. Two nominal dates that become one date give its slots once.
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    /// use slotguard_cron::{Adjust, BusinessRule, Calendar, Schedule};
+    ///
+    /// // Payday: 02:00 on the 25th in Seoul, or the business day before.
+    /// let rule = BusinessRule::new(Calendar::builtin("KR")?, Adjust::Preceding);
+    /// let schedule = Schedule::parse("0 2 25 * *", "Asia/Seoul")?.with_calendar(rule);
+    /// let after = Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap();
+    /// let slot = schedule.next_after(after).unwrap();
+    /// assert_eq!(slot.local().to_rfc3339(), "2026-09-23T02:00:00+09:00");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_calendar(mut self, rule: BusinessRule) -> Self {
+        self.business = Some(rule);
+        self
+    }
+
+    /// The business calendar rule, if the schedule has one.
+    pub fn business(&self) -> Option<&BusinessRule> {
+        self.business.as_ref()
+    }
+
     /// The cron expression.
     pub fn expr(&self) -> &CronExpr {
         &self.expr
@@ -156,7 +187,19 @@ impl Schedule {
     pub fn fingerprint(&self) -> u64 {
         // FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for part in [self.expr.source(), self.zone.name(), self.dst.as_str()] {
+        let business = self.business.as_ref().map(|rule| {
+            let calendar = rule.calendar();
+            format!(
+                "{} {} {:016x} {} {}",
+                calendar.name(),
+                calendar.version(),
+                calendar.digest(),
+                rule.convention(),
+                rule.shift()
+            )
+        });
+        let parts = [self.expr.source(), self.zone.name(), self.dst.as_str()];
+        for part in parts.into_iter().chain(business.as_deref()) {
             for byte in part.bytes().chain([0]) {
                 hash ^= u64::from(byte);
                 hash = hash.wrapping_mul(0x0100_0000_01b3);
@@ -169,6 +212,9 @@ impl Schedule {
     ///
     /// The search is bounded: it never looks further than one 400-year Gregorian cycle ahead.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        if let Some(rule) = &self.business {
+            return self.next_business(rule, after);
+        }
         let min_inst = after.timestamp().checked_add(1)?;
         if let Some(slot) = self.next_cached(min_inst) {
             return Some(slot);
@@ -615,5 +661,21 @@ mod tests {
                 .unwrap()
                 .fingerprint()
         );
+        // A calendar, its convention, its shift and its dates are part of it.
+        let calendar = crate::Calendar::new("c", crate::Weekend::SAT_SUN);
+        let rule = |c: &crate::Calendar, adjust| crate::BusinessRule::new(c.clone(), adjust);
+        let on = |r| a.clone().with_calendar(r).fingerprint();
+        let following = on(rule(&calendar, crate::Adjust::Following));
+        assert_ne!(following, a.fingerprint());
+        assert_ne!(following, on(rule(&calendar, crate::Adjust::Preceding)));
+        assert_ne!(
+            following,
+            on(rule(&calendar, crate::Adjust::Following)
+                .with_shift(1)
+                .unwrap())
+        );
+        let holiday = chrono::NaiveDate::from_ymd_opt(2026, 9, 25).unwrap();
+        let more = calendar.clone().with_holiday(holiday, "h");
+        assert_ne!(following, on(rule(&more, crate::Adjust::Following)));
     }
 }

@@ -1,0 +1,64 @@
+//! The slots of a schedule with a business calendar: the expression's dates are nominal; each is
+//! moved by the [`BusinessRule`] (or dropped), and the expression's wall times are read on the date
+//! it becomes, under the schedule's DST policy for that date.
+
+use chrono::{DateTime, Days, NaiveDate, NaiveTime, Utc};
+
+use super::civil::{DAY, date_of, day_start};
+use super::{LOOKBACK, Schedule, Slot, search_end};
+use crate::BusinessRule;
+
+/// Days past the best date found after which no other date can hold an earlier slot: a date's wall
+/// times lie within a day and the largest offsets either side of it.
+const MARGIN: u64 = 3;
+
+impl Schedule {
+    /// [`Schedule::next_after`] under `rule`: the first slot strictly after `after`, its date the
+    /// one a nominal date becomes. Two nominal dates that become one date give its slots once.
+    pub(super) fn next_business(&self, rule: &BusinessRule, after: DateTime<Utc>) -> Option<Slot> {
+        let min_inst = after.timestamp().checked_add(1)?;
+        let reach = Days::new(u64::try_from(rule.reach()).ok()? + MARGIN);
+        // A nominal date up to `reach` days before the first date that can hold such a slot can
+        // still move onto it.
+        let mut date = date_of(min_inst - LOOKBACK)
+            .checked_sub_days(reach)
+            .unwrap_or(NaiveDate::MIN);
+        let until = search_end(date);
+        let mut best: Option<((i64, i64), NaiveDate)> = None;
+        while let Some(nominal) = self.expr.next_date(date, until) {
+            if best.is_some_and(|(_, day)| nominal > day.checked_add_days(reach).unwrap_or(day)) {
+                break;
+            }
+            if let Some(day) = rule.adjust(nominal)
+                && let Some(found) = self.first_on(day, min_inst)
+                && best.is_none_or(|(b, _)| found < b)
+            {
+                best = Some((found, day));
+            }
+            let Some(next) = nominal.succ_opt() else {
+                break;
+            };
+            date = next;
+        }
+        let ((instant, wall), day) = best?;
+        let time = NaiveTime::from_num_seconds_from_midnight_opt(
+            u32::try_from(wall - day_start(day)).ok()?,
+            0,
+        )?;
+        Some(Slot {
+            scheduled_at: DateTime::from_timestamp(instant, 0)?,
+            wall: day.and_time(time),
+            zone: self.zone,
+        })
+    }
+
+    /// The first of the expression's wall times on `date`, under the DST policy, whose instant is
+    /// at least `min_inst`: `(instant, wall)`. The date's own fields are not consulted.
+    fn first_on(&self, date: NaiveDate, min_inst: i64) -> Option<(i64, i64)> {
+        let d0 = day_start(date);
+        match self.regular_offset(d0) {
+            Some(offset) => self.first_between(d0, d0, d0 + DAY, offset, min_inst),
+            None => self.first_on_irregular_date(d0, min_inst),
+        }
+    }
+}
