@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+mod calendar;
 mod jsonl;
 mod person;
 mod request;
@@ -20,6 +21,7 @@ const EXAMPLES: &str = "\
 Examples:
   slotguard next '0 2 * * *' --tz Asia/Seoul
   slotguard next '30 2 * * *' --tz America/New_York --after 2026-03-07T12:00:00Z --dst shift
+  slotguard next '0 2 25 * *' --tz Asia/Seoul --calendar KR --adjust preceding
   echo '{\"expr\": \"0 2 * * *\", \"tz\": \"Asia/Seoul\", \"count\": 3}' | slotguard next --jsonl
 
 DST policies (what happens to a wall time the clock skips or repeats):
@@ -34,6 +36,7 @@ DST policies (what happens to a wall time the clock skips or repeats):
 #[derive(Debug, Args)]
 #[command(
     override_usage = "slotguard next <EXPR> [--tz ZONE] [--after RFC3339] [--count N] [--dst POLICY]\n       \
+                      [--calendar NAME [--adjust CONVENTION] [--shift N]]\n       \
                       slotguard next --jsonl < requests.jsonl",
     after_long_help = EXAMPLES
 )]
@@ -66,9 +69,27 @@ pub(crate) struct NextArgs {
     #[arg(long, value_name = "POLICY", default_value = "vixie")]
     dst: String,
 
+    /// A business calendar: a builtin one (AU, CA, CN, DE, FR, GB, JP, KR, SG, US; Saturday and
+    /// Sunday off, public holidays 2000-2050). The expression's dates are then nominal, moved by
+    /// --adjust and --shift.
+    #[arg(long, value_name = "NAME")]
+    calendar: Option<String>,
+
+    /// What becomes of a nominal date that is not a business day: skip (default), following,
+    /// preceding, modified-following, modified-preceding or nearest.
+    #[arg(long, value_name = "CONVENTION")]
+    adjust: Option<String>,
+
+    /// Move each date by N business days after --adjust (back when negative).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    shift: Option<i64>,
+
     /// Read one JSON request a line from stdin, such as {"expr": "0 2 * * *", "tz": "Asia/Seoul"}, and
     /// answer each with one line, {"next": [...]} or {"error": "..."}, in order.
-    #[arg(long, conflicts_with_all = ["expr", "tz", "after", "count", "dst"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["expr", "tz", "after", "count", "dst", "calendar", "adjust", "shift"]
+    )]
     jsonl: bool,
 }
 

@@ -280,3 +280,75 @@ fn answers_each_line_before_the_next_arrives() {
     reader.join().unwrap();
     assert!(status.success());
 }
+
+/// Issue 26: `calendar` (a builtin name or an inline weekend and holidays), `adjust` and `shift`.
+/// Korean payday, 02:00 KST (17:00Z the day before) on the 25th or the business day before: the
+/// 25th of September 2026 is Chuseok (24th–26th), so it is Wednesday the 23rd; the 25th of October
+/// is a Sunday, so it is Friday the 23rd.
+#[test]
+fn calendars_move_the_dates() {
+    let base = json!({"expr": "0 2 25 * *", "tz": "Asia/Seoul",
+        "after": "2026-09-01T00:00:00Z", "count": 2});
+    let with = |extra: Value| {
+        let mut request = base.clone();
+        request
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        request.to_string()
+    };
+    let input = [
+        base.to_string(),
+        with(json!({"calendar": "KR", "adjust": "preceding"})),
+        // An inline calendar: only the 25th of September is a holiday; following, then one more
+        // business day: Tuesday the 29th; October's 25th (Sunday) becomes Tuesday the 27th.
+        with(
+            json!({"calendar": {"weekend": ["sat", "sun"], "holidays": ["2026-09-25"]},
+            "adjust": "following", "shift": 1}),
+        ),
+        // `skip` is the default: September's, October's and December's (Christmas) 25th are
+        // dropped; November's (a Wednesday) and January 2027's (a Monday) are kept.
+        with(json!({"calendar": "KR"})),
+        with(json!({"adjust": "preceding"})),
+        with(json!({"calendar": "XX"})),
+        with(json!({"calendar": {"weekend": ["Sat"]}})),
+        with(json!({"calendar": "KR", "shift": 261})),
+        with(json!({"calendar": "KR", "adjust": "sideways"})),
+    ]
+    .join("\n");
+    let got = answers(input.into_bytes());
+    assert_eq!(got.len(), 9);
+    assert_eq!(
+        got[0],
+        json!({"next": ["2026-09-24T17:00:00Z", "2026-10-24T17:00:00Z"]})
+    );
+    assert_eq!(
+        got[1],
+        json!({"next": ["2026-09-22T17:00:00Z", "2026-10-22T17:00:00Z"]})
+    );
+    assert_eq!(
+        got[2],
+        json!({"next": ["2026-09-28T17:00:00Z", "2026-10-26T17:00:00Z"]})
+    );
+    assert_eq!(
+        got[3],
+        json!({"next": ["2026-11-24T17:00:00Z", "2027-01-24T17:00:00Z"]})
+    );
+    assert!(error(&got[4]).contains("needs a calendar"), "{}", got[4]);
+    assert!(
+        error(&got[5]).starts_with("unknown calendar \"XX\""),
+        "{}",
+        got[5]
+    );
+    assert!(error(&got[6]).contains("weekend day `Sat`"), "{}", got[6]);
+    assert!(
+        error(&got[7]).contains("shift 261 is out of range"),
+        "{}",
+        got[7]
+    );
+    assert!(
+        error(&got[8]).contains("unknown business-day convention"),
+        "{}",
+        got[8]
+    );
+}

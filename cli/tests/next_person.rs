@@ -348,3 +348,42 @@ fn a_reader_that_stops_early_is_not_an_error() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Issue 26: `--calendar`, `--adjust`, `--shift`; each moved slot names the nominal date and the
+/// holiday that moved it.
+#[test]
+fn korean_payday_on_the_business_day_before() {
+    let lines = ok(&[
+        "next",
+        "0 2 25 * *",
+        "--tz",
+        "Asia/Seoul",
+        "--calendar",
+        "KR",
+        "--adjust",
+        "preceding",
+        "--after",
+        "2026-09-01T00:00:00Z",
+        "--count",
+        "2",
+    ]);
+    assert!(
+        lines[1].starts_with("on calendar KR (holidays "),
+        "{lines:?}"
+    );
+    assert!(lines[1].ends_with("preceding"), "{lines:?}");
+    assert!(
+        lines[3].starts_with("2026-09-22T17:00:00Z  Wed 2026-09-23 02:00:00+09:00 KST"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[3].ends_with("(moved from 2026-09-25 Chuseok)"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[4].ends_with("(moved from 2026-10-25 weekend)"),
+        "{lines:?}"
+    );
+    let stderr = refused(&["next", "0 2 * * *", "--shift", "1"]);
+    assert!(stderr.contains("`shift` needs a calendar"), "{stderr}");
+}

@@ -14,6 +14,7 @@ use chrono::{LocalResult, NaiveDateTime, TimeZone, Utc};
 use slotguard_cron::{DstPolicy, Slot};
 
 use super::NextArgs;
+use super::calendar::CalendarSpec;
 use super::request::{Fields, Request, representable, utc_string};
 use crate::exit::{self, USAGE, report};
 
@@ -37,6 +38,9 @@ pub(super) fn run(args: NextArgs) -> ExitCode {
         after: args.after,
         count: Some(args.count),
         dst: Some(args.dst),
+        calendar: args.calendar.map(CalendarSpec::Builtin),
+        adjust: args.adjust,
+        shift: args.shift,
     };
     let request = match Request::new(&fields, Utc::now()) {
         Ok(request) => request,
@@ -66,6 +70,18 @@ fn write_slots(out: &mut impl Write, request: &Request) -> io::Result<()> {
         schedule.dst(),
         utc_string(request.after),
     )?;
+    if let Some(rule) = schedule.business() {
+        writeln!(
+            out,
+            "on calendar {}, {}{}",
+            rule.calendar(),
+            rule.convention(),
+            match rule.shift() {
+                0 => String::new(),
+                n => format!(", shifted {n:+} business days"),
+            }
+        )?;
+    }
     writeln!(out, "{:<22}{:<37}business date", "UTC", "local")?;
     let mut listed = 0;
     for slot in request.slots() {
@@ -79,6 +95,9 @@ fn write_slots(out: &mut impl Write, request: &Request) -> io::Result<()> {
             slot.business_date(),
         )?;
         if let Some(note) = dst_note(&slot, schedule.dst()) {
+            write!(out, "  ({note})")?;
+        }
+        if let Some(note) = calendar_note(schedule, &slot) {
             write!(out, "  ({note})")?;
         }
         writeln!(out)?;
@@ -123,6 +142,23 @@ fn dst_note(slot: &Slot, policy: DstPolicy) -> Option<String> {
     }
 }
 
+/// The nominal dates a calendar moved onto the slot's date, each with the holiday (or weekend) that
+/// moved it.
+fn calendar_note(schedule: &slotguard_cron::Schedule, slot: &Slot) -> Option<String> {
+    let rule = schedule.business()?;
+    let moved: Vec<String> = schedule
+        .nominal_dates(slot)
+        .into_iter()
+        .filter(|d| *d != slot.business_date())
+        .map(|d| match rule.calendar().holiday(d) {
+            Some(name) => format!("{d} {name}"),
+            None if rule.calendar().is_business_day(d) => format!("{d} by the shift"),
+            None => format!("{d} weekend"),
+        })
+        .collect();
+    (!moved.is_empty()).then(|| format!("moved from {}", moved.join(", ")))
+}
+
 /// `02:30`, or `02:30:15` when the seconds matter.
 fn clock(wall: NaiveDateTime) -> String {
     let format = if wall.format("%S").to_string() == "00" {
@@ -144,6 +180,7 @@ mod tests {
             after: Some(after.to_owned()),
             count: Some(count),
             dst: Some(dst.to_owned()),
+            ..Fields::default()
         };
         let request = Request::new(&fields, Utc::now()).unwrap();
         let mut out = Vec::new();

@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Slot, UnknownDstPolicy};
 
+use super::calendar::{CalendarProblem, CalendarSpec, rule};
+
 /// The zone used when a request names none.
 pub(crate) const DEFAULT_ZONE: &str = "UTC";
 /// The number of slots listed when a request does not say.
@@ -19,7 +21,8 @@ pub(crate) const MAX_COUNT: i64 = 10_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a JSON object with `expr` and optional `tz`, `after`, `count`, `dst`"
+    expecting = "a JSON object with `expr` and optional `tz`, `after`, `count`, `dst`, \
+                 `calendar`, `adjust`, `shift`"
 )]
 pub(crate) struct Fields {
     /// The cron expression.
@@ -36,6 +39,15 @@ pub(crate) struct Fields {
     /// The DST policy by name; `vixie` when absent.
     #[serde(default)]
     pub(crate) dst: Option<String>,
+    /// The business calendar; none when absent.
+    #[serde(default)]
+    pub(crate) calendar: Option<CalendarSpec>,
+    /// The business-day convention by name; `skip` when a calendar is given without one.
+    #[serde(default)]
+    pub(crate) adjust: Option<String>,
+    /// The shift in business days; 0 when absent.
+    #[serde(default)]
+    pub(crate) shift: Option<i64>,
 }
 
 /// Reads `count` as any JSON integer, so that the range check and its message are the same as for
@@ -77,6 +89,9 @@ pub(crate) enum RequestError {
     /// The DST policy name.
     #[error(transparent)]
     Dst(#[from] UnknownDstPolicy),
+    /// The calendar, convention or shift.
+    #[error(transparent)]
+    Calendar(#[from] CalendarProblem),
     /// The `after` instant.
     #[error(
         "after `{input}` is not an RFC 3339 instant such as 2026-03-08T00:00:00Z or \
@@ -108,7 +123,8 @@ impl Request {
     /// Validates `fields`, filling in the defaults; `now` stands for an absent `after`.
     ///
     /// # Errors
-    /// The first field that is wrong, in the order expression, zone, policy, after, count.
+    /// The first field that is wrong, in the order expression, zone, policy, calendar, convention,
+    /// shift, after, count.
     pub(crate) fn new(fields: &Fields, now: DateTime<Utc>) -> Result<Self, RequestError> {
         let zone = fields.tz.as_deref().unwrap_or(DEFAULT_ZONE);
         let schedule = Schedule::parse(&fields.expr, zone)?;
@@ -116,7 +132,15 @@ impl Request {
             Some(name) => name.parse()?,
             None => DstPolicy::default(),
         };
-        let schedule = schedule.with_dst(dst);
+        let mut schedule = schedule.with_dst(dst);
+        let business = rule(
+            fields.calendar.as_ref(),
+            fields.adjust.as_deref(),
+            fields.shift,
+        )?;
+        if let Some(business) = business {
+            schedule = schedule.with_calendar(business);
+        }
         let after = match &fields.after {
             Some(text) => parse_instant(text)?,
             None => now,

@@ -52,6 +52,27 @@ impl Schedule {
         })
     }
 
+    /// The nominal dates `slot` stands for: the dates of the expression that became its business
+    /// date (several when they moved onto one day). Without a calendar, its business date.
+    pub fn nominal_dates(&self, slot: &Slot) -> Vec<NaiveDate> {
+        let day = slot.business_date();
+        let Some(rule) = &self.business else {
+            return vec![day];
+        };
+        let reach = u64::try_from(rule.reach()).unwrap_or(0);
+        let first = day
+            .checked_sub_days(Days::new(reach))
+            .unwrap_or(NaiveDate::MIN);
+        first
+            .iter_days()
+            .take_while(|d| {
+                d.checked_sub_days(Days::new(reach))
+                    .is_none_or(|back| back <= day)
+            })
+            .filter(|d| self.expr.matches_date(*d) && rule.adjust(*d) == Some(day))
+            .collect()
+    }
+
     /// The first of the expression's wall times on `date`, under the DST policy, whose instant is
     /// at least `min_inst`: `(instant, wall)`. The date's own fields are not consulted.
     fn first_on(&self, date: NaiveDate, min_inst: i64) -> Option<(i64, i64)> {
