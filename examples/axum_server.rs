@@ -41,7 +41,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine;
 use clap::Parser;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use slotguard::admin::dashboard::Dashboard;
 use slotguard::admin::http::{self, Actor};
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
@@ -83,7 +83,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
 
     // The recorder must be installed before the scheduler records anything.
-    let prometheus = PrometheusBuilder::new().install_recorder()?;
+    // Durations as histograms (the exporter's default is a summary): buckets aggregate across
+    // replicas, which the shipped alert rules need (deploy/prometheus, docs/metrics.md).
+    let prometheus = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Suffix("_seconds".to_owned()),
+            &[
+                0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+            ],
+        )?
+        .install_recorder()?;
     tokio::spawn(upkeep(prometheus.clone()));
 
     // Every replica of the application runs the same scheduler on the same store.

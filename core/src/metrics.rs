@@ -9,6 +9,12 @@
 //! | `job_run_duration_seconds` | histogram | `job_name` | how long attempts ran |
 //! | `job_schedule_lag_seconds` | histogram | `job_name` | start of a scheduled run minus its slot |
 //! | `job_last_success_timestamp` | gauge | `job_name` | Unix time of this process's last success |
+//! | `job_last_start_timestamp` | gauge | `job_name` | Unix time this process last started an attempt |
+//! | `job_period_seconds` | gauge | `job_name` | the longest gap between the job's next ten slots, from start-up |
+//! | `job_scheduled_since_timestamp` | gauge | `job_name` | Unix time this process started timing the job |
+//! | `job_paused` | gauge | `job_name` | 1 while the job is paused, as this replica last read it |
+//! | `job_run_dead_total` | counter | `job_name` | runs that became `dead`: attempts exhausted, or a permanent error |
+//! | `job_run_fenced_total` | counter | `job_name` | stale runs (their owner gone or frozen) fenced when a newer slot of the job was claimed |
 //! | `job_claim_conflict_total` | counter | `job_name` | slots another replica had claimed or locked |
 //! | `job_skipped_total` | counter | `job_name`, `reason` | slots not run here, by reason |
 //! | `job_slots_missed_total` | counter | `job_name` | slots the timer could not fire (process suspended or starved) |
@@ -24,8 +30,9 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
-pub(crate) fn run_started(job: &str, lag: Option<Duration>) {
+pub(crate) fn run_started(job: &str, lag: Option<Duration>, now_unix: f64) {
     counter!("job_run_started_total", "job_name" => job.to_owned()).increment(1);
+    gauge!("job_last_start_timestamp", "job_name" => job.to_owned()).set(now_unix);
     if let Some(lag) = lag {
         histogram!("job_schedule_lag_seconds", "job_name" => job.to_owned())
             .record(lag.as_secs_f64());
@@ -63,6 +70,28 @@ pub(crate) fn recovered(job: &str) {
 
 pub(crate) fn ownership_lost(job: &str) {
     counter!("job_ownership_lost_total", "job_name" => job.to_owned()).increment(1);
+}
+
+/// A run that became `dead`: a person has to look.
+pub(crate) fn run_dead(job: &str) {
+    counter!("job_run_dead_total", "job_name" => job.to_owned()).increment(1);
+}
+
+/// A stale run fenced by a newer slot of its job.
+pub(crate) fn run_fenced(job: &str) {
+    counter!("job_run_fenced_total", "job_name" => job.to_owned()).increment(1);
+}
+
+/// Whether the job is paused, as this replica read it.
+pub(crate) fn paused(job: &str, paused: bool) {
+    gauge!("job_paused", "job_name" => job.to_owned()).set(if paused { 1.0 } else { 0.0 });
+}
+
+/// The longest gap between the job's upcoming slots (how long a silent job is normal), and since
+/// when this process times it.
+pub(crate) fn period(job: &str, longest_gap: Duration, now_unix: f64) {
+    gauge!("job_period_seconds", "job_name" => job.to_owned()).set(longest_gap.as_secs_f64());
+    gauge!("job_scheduled_since_timestamp", "job_name" => job.to_owned()).set(now_unix);
 }
 
 pub(crate) fn overdue(job: &str) {

@@ -100,6 +100,22 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
     assert!(
         matches!(value("job_last_success_timestamp", &[("job_name", "ok")]), Some(DebugValue::Gauge(g)) if g.into_inner() > 1.7e9)
     );
+    let gauge = |name: &str, job: &str| match value(name, &[("job_name", job)]) {
+        Some(DebugValue::Gauge(g)) => g.into_inner(),
+        other => panic!("{name} {job}: {other:?}"),
+    };
+    // What the shipped alert rules read (deploy/prometheus): starts, periods, pauses, dead runs.
+    let last_start = gauge("job_last_start_timestamp", "ok");
+    assert!(
+        last_start >= gauge("job_last_success_timestamp", "ok") - 1.0 && last_start > 1.7e9,
+        "{last_start}"
+    );
+    assert_eq!(gauge("job_period_seconds", "ok"), 1.0);
+    assert_eq!(gauge("job_period_seconds", "broken"), 2.0);
+    assert_eq!(gauge("job_paused", "ok"), 0.0);
+    // A permanent error makes the run `dead` at once: a person has to look.
+    assert!(counter("job_run_dead_total", &[("job_name", "broken")]) >= 2);
+    assert!(value("job_run_dead_total", &[("job_name", "ok")]).is_none());
     // Both replicas measured their clock against the store's: the same clock here, so no skew.
     assert!(
         matches!(value("scheduler_clock_skew_seconds", &[]), Some(DebugValue::Gauge(g)) if g.into_inner().abs() < 0.001)

@@ -253,13 +253,19 @@ impl Permit for ClaimedSlot {
     async fn release(self: Box<Self>, outcome: &RunOutcome) -> Option<bool> {
         self.heartbeats.remove(self.lease.token);
         let finish = finish_for(outcome, self.lease.attempt, &self.retry);
+        let dead = finish.status == RunStatus::Dead;
         let answer = self
             .finisher
             .submit((self.lease, finish))
             .await
             .unwrap_or_else(|| Err(StoreError::unavailable("the runtime is shutting down")));
         Some(match answer {
-            Ok(true) => true,
+            Ok(true) => {
+                if dead {
+                    crate::metrics::run_dead(&self.key.job);
+                }
+                true
+            }
             Ok(false) => {
                 tracing::warn!(
                     event = "job_ownership_lost",

@@ -33,6 +33,7 @@ pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn Backend) -> Result<
     for job in &rt.jobs {
         let record = records.iter().find(|r| r.definition.name == *job.name);
         let paused = record.is_some_and(|r| r.paused);
+        crate::metrics::paused(&job.name, paused);
         if job.paused.swap(paused, Ordering::AcqRel) != paused {
             let record = record.expect("paused implies a record");
             tracing::info!(

@@ -104,7 +104,11 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
             .to_std()
             .unwrap_or_default()
     });
-    crate::metrics::run_started(&job.name, lag);
+    crate::metrics::run_started(
+        &job.name,
+        lag,
+        rt.clock.now().timestamp_millis() as f64 / 1000.0,
+    );
     let started = tokio::time::Instant::now();
     let watch = async {
         wait_any(&losses).await;

@@ -32,6 +32,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         heap: BinaryHeap::with_capacity(n),
     };
     let mut changes = rt.synced.as_ref().map(|c| c.changes());
+    report_periods(&rt);
     plan.replan(&rt);
     let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
     loop {
@@ -179,4 +180,25 @@ fn spread_delay(rt: &Runtime, candidate: &Candidate) -> Duration {
     // The high bits: FNV's low bits mix poorly.
     let step = (hash >> 32) % SPREAD_STEPS;
     rt.spread.mul_f64(step as f64 / SPREAD_STEPS as f64)
+}
+
+/// Sets `job_period_seconds` of every job: the longest gap between its next ten slots, so that an
+/// alert can tell a job that stopped from one that is quiet by design.
+fn report_periods(rt: &Runtime) {
+    let now = rt.clock.now();
+    for job in &rt.jobs {
+        let slots: Vec<_> = job
+            .schedule
+            .slots_after(now)
+            .take(10)
+            .map(|s| s.scheduled_at)
+            .collect();
+        let longest = slots
+            .windows(2)
+            .filter_map(|w| (w[1] - w[0]).to_std().ok())
+            .max();
+        if let Some(gap) = longest {
+            crate::metrics::period(&job.name, gap, now.timestamp_millis() as f64 / 1000.0);
+        }
+    }
 }

@@ -77,20 +77,26 @@ impl Event<'_> {
                 event, job = ?key.job, slot = %key.scheduled_at, partition = ?key.partition,
                 replaced, "running runs abandoned for a newer slot"
             ),
-            Event::Fenced { key, run_id } => tracing::warn!(
-                event, job = ?key.job, slot = %key.scheduled_at, partition = ?key.partition,
-                run_id, "a stale run of the job was fenced: a newer slot runs now"
-            ),
+            Event::Fenced { key, run_id } => {
+                crate::metrics::run_fenced(&key.job);
+                tracing::warn!(
+                    event, job = ?key.job, slot = %key.scheduled_at, partition = ?key.partition,
+                    run_id, "a stale run of the job was fenced: a newer slot runs now"
+                );
+            }
             Event::Dead {
                 key,
                 run_id,
                 attempt,
                 max_attempts,
-            } => tracing::warn!(
-                event, job = ?key.job, slot = %key.scheduled_at, partition = ?key.partition,
-                run_id, attempt, max_attempts,
-                "attempts exhausted: the run is dead and needs a person"
-            ),
+            } => {
+                crate::metrics::run_dead(&key.job);
+                tracing::warn!(
+                    event, job = ?key.job, slot = %key.scheduled_at, partition = ?key.partition,
+                    run_id, attempt, max_attempts,
+                    "attempts exhausted: the run is dead and needs a person"
+                );
+            }
         }
     }
 
