@@ -1,6 +1,6 @@
 //! The operations on a cluster's store: `jobs`, `runs`, `run`, `missed`, `retry`, `cancel`,
 //! `trigger`, `backfill`, `pause`, `resume`, `audit`, `replicas`. Each is one call of the admin API
-//! ([`slotguard::admin::Admin`]) on the store the replicas share, printed as a table (or, for the
+//! ([`slotguard_admin::Admin`]) on the store the replicas share, printed as a table (or, for the
 //! listings, as JSON with `--json`).
 //!
 //! Every argument is checked before the store is opened ([`Plan::new`]), so bad input is reported as
@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use slotguard::admin::{
+use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
+use slotguard_admin::{
     Admin, AdminError, BackfillOptions, ChangeRequest, DEFAULT_PAGE, MissedCursor, MissedQuery,
     check_wait, finished, parse_page,
 };
-use slotguard::store::{RunFilter, RunStatus, UnknownRunStatus};
 
 use crate::exit;
 
@@ -666,7 +666,7 @@ async fn cancel(admin: &Admin, slot: &Slot, by: &ChangeRequest) -> Result<String
 
 /// `missed` over every job fails (exit 1) when not one job could be counted: "0 missed" would be
 /// an answer that was never found.
-fn none_counted(found: &[slotguard::admin::JobMissed]) -> Result<(), Failure> {
+fn none_counted(found: &[slotguard_admin::JobMissed]) -> Result<(), Failure> {
     if found.is_empty() || found.iter().any(|j| j.missed.is_ok()) {
         return Ok(());
     }
@@ -849,7 +849,7 @@ fn status(value: &str) -> Result<RunStatus, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slotguard::admin::MAX_REASON_BYTES;
+    use slotguard_admin::MAX_REASON_BYTES;
 
     fn why(reason: &str) -> Why {
         Why {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use slotguard::admin::Admin;
 use slotguard::store::Backend;
+use slotguard_admin::Admin;
 use slotguard_postgres::{PgBackend, PgError};
 use slotguard_sqlite::SqliteBackend;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
