@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use slotguard::store::{JobRecord, RunRecord};
 
-use crate::{AdminError, MAX_PER_SECOND, MIN_PER_SECOND, MissedSlot, shown};
+use crate::{AdminError, MissedSlot, shown};
 
 /// A job as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,21 +110,13 @@ pub struct BackfillOptions {
 }
 
 impl BackfillOptions {
-    /// Checks the rate: a number from [`MIN_PER_SECOND`] to [`MAX_PER_SECOND`].
+    /// Checks the rate: a number from [`MIN_PER_SECOND`](crate::MIN_PER_SECOND) to
+    /// [`MAX_PER_SECOND`](crate::MAX_PER_SECOND).
     ///
     /// # Errors
     /// [`AdminError::Invalid`] for the field `perSecond`.
     pub fn validate(&self) -> Result<(), AdminError> {
-        if (MIN_PER_SECOND..=MAX_PER_SECOND).contains(&self.per_second) {
-            return Ok(());
-        }
-        Err(AdminError::Invalid {
-            field: "perSecond",
-            problem: format!(
-                "{} is out of range: expected {MIN_PER_SECOND} to {MAX_PER_SECOND} runs per second",
-                self.per_second
-            ),
-        })
+        crate::parse::check_rate("perSecond", self.per_second).map(drop)
     }
 
     /// When the `index`th run of a backfill started at `now` becomes due.

@@ -1138,8 +1138,8 @@ async fn malformed_dates_are_400_json() {
     failed(&backend, SETTLEMENT, at(SLOT), "").await;
     for slot in [
         "yesterday",
-        "2026-03-08",
-        "2026-03-08T02:00:00",
+        "2026-03-08T02:00:00+25:00",
+        "2026-03-08T25:00:00",
         "2026-13-08T02:00:00Z",
         "",
     ] {
@@ -1153,6 +1153,18 @@ async fn malformed_dates_are_400_json() {
         assert_eq!(answer.error(), "invalid");
         assert_eq!(answer.body["field"], "scheduleSlot");
         assert!(answer.message().contains("RFC 3339"), "{}", answer.raw);
+    }
+    // Without an offset, a wall time or a date is read in UTC, as every front end reads it.
+    for slot in ["2026-03-08T02:00:00", "2026-03-08 02:00", "2026-03-08"] {
+        let answer = post(
+            &app,
+            "/internal/jobs/daily-settlement/retry",
+            json!({"scheduleSlot": slot, "reason": "r"}),
+        )
+        .await;
+        answer.expect(StatusCode::NOT_FOUND);
+        assert_eq!(answer.error(), "unknown_run", "{slot}");
+        assert!(answer.message().contains("2026-03-08T"), "{}", answer.raw);
     }
     let answer = get(&app, "/internal/jobs/daily-settlement/runs/not-a-date").await;
     answer.expect(StatusCode::BAD_REQUEST);
@@ -1171,7 +1183,7 @@ async fn malformed_dates_are_400_json() {
     let answer = post(
         &app,
         "/internal/jobs/daily-settlement/backfill",
-        json!({"from": "2026-03-01", "to": SLOT, "reason": "r"}),
+        json!({"from": "2026-03-01T", "to": SLOT, "reason": "r"}),
     )
     .await;
     answer.expect(StatusCode::BAD_REQUEST);

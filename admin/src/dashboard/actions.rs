@@ -1,9 +1,12 @@
 //! Changes: a form posts here once to see the confirmation page (a backfill's dry-run preview), and
-//! once more with `confirm=yes` to make the change, audited under the operator's name.
+//! once more with `confirm=yes` to make the change, audited under the operator's name. A form is
+//! read into a [`Command`] and carried out by [`Admin::execute`](crate::Admin::execute), as the
+//! HTTP router's and the CLI's changes are.
 
 use axum::extract::{Extension, Form, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -12,7 +15,8 @@ use super::input::{instant, present};
 use super::page::{Base, admin_error, csrf_field, error_page, frame, html_response, utc};
 use super::security::operator;
 use crate::http::Actor;
-use crate::{AdminError, BackfillOptions, BackfillReport, ChangeRequest};
+use crate::parse::rate;
+use crate::{AdminError, BackfillOptions, BackfillReport, ChangeRequest, Command};
 use slotguard::store::{RunFilter, RunRecord, RunStatus};
 
 /// Every field any change form sends.
@@ -32,91 +36,92 @@ pub(super) struct ChangeForm {
 }
 
 /// The `from` and `to` fields.
-fn range(
-    form: &ChangeForm,
-) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), AdminError> {
+fn range(form: &ChangeForm) -> Result<(DateTime<Utc>, DateTime<Utc>), AdminError> {
     Ok((
         instant("from", form.from.as_deref().unwrap_or(""))?,
         instant("to", form.to.as_deref().unwrap_or(""))?,
     ))
 }
 
-/// What the operator asked for, read from the form.
-enum Change {
-    Retry(chrono::DateTime<chrono::Utc>, String),
-    Cancel(chrono::DateTime<chrono::Utc>, String),
-    Trigger,
-    Pause,
-    Resume,
-    /// From, to, runs per second, and whether it may reach before the job was first registered.
-    Backfill(Instant, Instant, f64, bool),
-    RetryFailed(Instant, Instant),
+/// The command a form asks for: `action` is the last segment of the path it posts to, named as
+/// [`Command::name`] names it. A backfill is read as it will be made (not a dry run).
+fn command(job: &str, action: &str, form: &ChangeForm) -> Result<Command, AdminError> {
+    let job = job.to_owned();
+    let slot = || instant("scheduleSlot", present(form.slot.as_deref()).unwrap_or(""));
+    let partition = || form.partition.clone().unwrap_or_default();
+    Ok(match action {
+        "retry" => Command::Retry {
+            job,
+            slot: slot()?,
+            partition: partition(),
+        },
+        "cancel" => Command::Cancel {
+            job,
+            slot: slot()?,
+            partition: partition(),
+        },
+        "trigger" => Command::Trigger { job },
+        "pause" => Command::Pause { job },
+        "resume" => Command::Resume { job },
+        "retry-failed" => {
+            let (from, to) = range(form)?;
+            Command::RetryFailed {
+                job,
+                from,
+                to,
+                partition: None,
+            }
+        }
+        "backfill" => {
+            let (from, to) = range(form)?;
+            let per_second = present(form.per_second.as_deref()).unwrap_or("1");
+            Command::Backfill {
+                job,
+                from,
+                to,
+                options: BackfillOptions {
+                    dry_run: false,
+                    per_second: rate("perSecond", per_second)?,
+                    before_first_seen: present(form.before_first_seen.as_deref()).is_some(),
+                },
+            }
+        }
+        _ => {
+            return Err(AdminError::Invalid {
+                field: "action",
+                problem: "no such change".into(),
+            });
+        }
+    })
 }
 
-type Instant = chrono::DateTime<chrono::Utc>;
-
-impl Change {
-    fn read(action: &str, form: &ChangeForm) -> Result<Change, AdminError> {
-        let slot = || -> Result<_, AdminError> {
-            let text = present(form.slot.as_deref()).unwrap_or("");
-            Ok((
-                instant("scheduleSlot", text)?,
-                form.partition.clone().unwrap_or_default(),
-            ))
-        };
-        Ok(match action {
-            "retry" => slot().map(|(s, p)| Change::Retry(s, p))?,
-            "cancel" => slot().map(|(s, p)| Change::Cancel(s, p))?,
-            "trigger" => Change::Trigger,
-            "pause" => Change::Pause,
-            "resume" => Change::Resume,
-            "retry-failed" => {
-                let (from, to) = range(form)?;
-                Change::RetryFailed(from, to)
+/// What the confirmation page says will happen.
+fn describe(command: &Command) -> String {
+    let job = command.job();
+    match command {
+        Command::Retry { slot, .. } => format!("Retry the run of {job} at {}", utc(slot)),
+        Command::Cancel { slot, .. } => format!("Cancel the run of {job} at {}", utc(slot)),
+        Command::Trigger { .. } => format!("Run {job} now (a manual run)"),
+        Command::Pause { .. } => format!("Pause {job}: no replica claims its slots until resumed"),
+        Command::Resume { .. } => format!("Resume {job}"),
+        Command::Backfill {
+            from, to, options, ..
+        } => format!(
+            "Backfill {job} from {} to {} at {} runs per second{}",
+            utc(from),
+            utc(to),
+            options.per_second,
+            if options.before_first_seen {
+                ", reaching before the job was first registered"
+            } else {
+                ""
             }
-            "backfill" => {
-                let (from, to) = range(form)?;
-                let rate = present(form.per_second.as_deref()).unwrap_or("1");
-                let rate = rate.parse::<f64>().map_err(|_| AdminError::Invalid {
-                    field: "perSecond",
-                    problem: "is not a number".into(),
-                })?;
-                let early = present(form.before_first_seen.as_deref()).is_some();
-                Change::Backfill(from, to, rate, early)
-            }
-            _ => {
-                return Err(AdminError::Invalid {
-                    field: "action",
-                    problem: "no such change".into(),
-                });
-            }
-        })
-    }
-
-    /// What the confirmation page says will happen.
-    fn describe(&self, job: &str) -> String {
-        match self {
-            Change::Retry(slot, _) => format!("Retry the run of {job} at {}", utc(slot)),
-            Change::Cancel(slot, _) => format!("Cancel the run of {job} at {}", utc(slot)),
-            Change::Trigger => format!("Run {job} now (a manual run)"),
-            Change::Pause => format!("Pause {job}: no replica claims its slots until resumed"),
-            Change::Resume => format!("Resume {job}"),
-            Change::Backfill(from, to, rate, early) => format!(
-                "Backfill {job} from {} to {} at {rate} runs per second{}",
-                utc(from),
-                utc(to),
-                if *early {
-                    ", reaching before the job was first registered"
-                } else {
-                    ""
-                }
-            ),
-            Change::RetryFailed(from, to) => format!(
-                "Retry every failed or dead run of {job} from {} to {}",
-                utc(from),
-                utc(to)
-            ),
-        }
+        ),
+        Command::RetryFailed { from, to, .. } => format!(
+            "Retry every failed or dead run of {job} from {} to {}",
+            utc(from),
+            utc(to)
+        ),
     }
 }
 
@@ -133,19 +138,24 @@ pub(super) async fn submit(
         Ok(name) => ChangeRequest::new(name, form.reason.trim()),
         Err(refusal) => return error_page(&base, refusal.status(), refusal.message()),
     };
-    let change = match by.validate().and_then(|()| Change::read(&action, &form)) {
-        Ok(change) => change,
+    let command = match by.validate().and_then(|()| command(&job, &action, &form)) {
+        Ok(command) => command,
         Err(e) => return admin_error(&base, &e),
     };
     if form.confirm.as_deref() != Some("yes") {
-        return confirm(&ui, &base, &job, &action, &change, &form).await;
+        return confirm(&ui, &base, &action, &command, &form).await;
     }
-    match apply(&ui, &job, &change, &by).await {
-        Ok(()) => {
-            let target = match &change {
-                Change::Retry(slot, p) | Change::Cancel(slot, p) => base.run(&job, slot, p),
-                _ => base.job(&job),
-            };
+    let target = match &command {
+        Command::Retry {
+            slot, partition, ..
+        }
+        | Command::Cancel {
+            slot, partition, ..
+        } => base.run(&job, slot, partition),
+        _ => base.job(&job),
+    };
+    match ui.admin.execute(command, &by).await {
+        Ok(_) => {
             let sep = if target.contains('?') { '&' } else { '?' };
             let location = format!("{target}{sep}done={action}");
             (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
@@ -154,52 +164,38 @@ pub(super) async fn submit(
     }
 }
 
-async fn apply(ui: &Ui, job: &str, change: &Change, by: &ChangeRequest) -> Result<(), AdminError> {
-    let admin = &ui.admin;
-    match change {
-        Change::Retry(slot, p) => admin.retry(job, *slot, p, by).await.map(drop),
-        Change::Cancel(slot, p) => admin.cancel(job, *slot, p, by).await.map(drop),
-        Change::Trigger => admin.trigger(job, by).await.map(drop),
-        Change::Pause => admin.pause(job, by).await.map(drop),
-        Change::Resume => admin.resume(job, by).await.map(drop),
-        Change::Backfill(from, to, rate, early) => {
-            let options = BackfillOptions {
-                dry_run: false,
-                per_second: *rate,
-                before_first_seen: *early,
-            };
-            admin.backfill(job, *from, *to, options, by).await.map(drop)
-        }
-        Change::RetryFailed(from, to) => admin
-            .retry_failed(job, (*from, *to), None, by)
-            .await
-            .map(drop),
-    }
-}
-
 /// The confirmation page: what will happen (for a backfill, the dry run), and the button that does it.
 async fn confirm(
     ui: &Ui,
     base: &Base,
-    job: &str,
     action: &str,
-    change: &Change,
+    command: &Command,
     form: &ChangeForm,
 ) -> Response {
-    let preview = match change {
-        Change::Backfill(from, to, rate, early) => {
-            let options = BackfillOptions {
-                dry_run: true,
-                per_second: *rate,
-                before_first_seen: *early,
+    let job = command.job();
+    let preview = match command {
+        Command::Backfill {
+            from, to, options, ..
+        } => {
+            let dry_run = Command::Backfill {
+                job: job.to_owned(),
+                from: *from,
+                to: *to,
+                options: BackfillOptions {
+                    dry_run: true,
+                    ..*options
+                },
             };
             let by = ChangeRequest::new("preview", form.reason.trim());
-            match ui.admin.backfill(job, *from, *to, options, &by).await {
-                Ok(report) => Some(preview(&report, *early)),
+            match ui.admin.execute(dry_run, &by).await {
+                Ok(crate::Outcome::Backfilled(report)) => {
+                    Some(preview(&report, options.before_first_seen))
+                }
+                Ok(_) => None,
                 Err(e) => return admin_error(base, &e),
             }
         }
-        Change::RetryFailed(from, to) => match failed_runs(ui, job, *from, *to).await {
+        Command::RetryFailed { from, to, .. } => match failed_runs(ui, job, *from, *to).await {
             Ok(runs) => Some(failed_preview(&runs)),
             Err(e) => return admin_error(base, &e),
         },
@@ -207,7 +203,7 @@ async fn confirm(
     };
     let body = html! {
         h1 { "Confirm: " (action) }
-        p.confirm { (change.describe(job)) "." }
+        p.confirm { (describe(command)) "." }
         p { "Reason: " q { (form.reason.trim()) } }
         @if let Some(preview) = preview { (preview) }
         form.change id="confirm" method="post" action=(format!("{}/{action}", base.job(job))) {
@@ -270,8 +266,8 @@ fn preview(report: &BackfillReport, before_first_seen: bool) -> Markup {
 async fn failed_runs(
     ui: &Ui,
     job: &str,
-    from: chrono::DateTime<chrono::Utc>,
-    to: chrono::DateTime<chrono::Utc>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
 ) -> Result<Vec<RunRecord>, AdminError> {
     let mut runs = Vec::new();
     for status in [RunStatus::Failed, RunStatus::Dead] {

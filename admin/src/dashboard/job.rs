@@ -13,6 +13,7 @@ use super::page::{Base, admin_error, badge, duration, frame, html_response, live
 use super::words::describe;
 use super::{Ui, forms, timeline};
 use crate::AdminError;
+use crate::parse::status;
 use slotguard::store::{RunFilter, RunRecord, RunStatus};
 
 /// The filters of the runs list, and the notice of a change just made.
@@ -28,12 +29,7 @@ pub(super) struct JobQuery {
 impl JobQuery {
     fn filter(&self, job: &str) -> Result<RunFilter, AdminError> {
         let status = present(self.status.as_deref())
-            .map(|s| {
-                s.parse::<RunStatus>().map_err(|e| AdminError::Invalid {
-                    field: "status",
-                    problem: e.to_string(),
-                })
-            })
+            .map(|s| status("status", s))
             .transpose()?;
         Ok(RunFilter {
             job: Some(job.to_owned()),
@@ -41,7 +37,7 @@ impl JobQuery {
             partition: present(self.partition.as_deref()).map(str::to_owned),
             from: maybe_instant("from", self.from.as_deref())?,
             to: maybe_instant("to", self.to.as_deref())?,
-            limit: 50,
+            limit: crate::DEFAULT_PAGE,
         })
     }
 }

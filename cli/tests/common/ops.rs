@@ -734,10 +734,21 @@ pub(crate) fn retry_makes_a_failed_run_pending(fx: &Fixture) {
         no_slot.fails(3),
         "job `report` has no run for slot 2026-03-01T00:00:00Z"
     );
-    for bad in ["2026-03-01", "2026-02-30T00:00:00Z", "yesterday", ""] {
+    for bad in [
+        "2026-02-30T00:00:00Z",
+        "yesterday",
+        "2026-03-01T00:00+25:00",
+        "",
+    ] {
         let out = fx.slotguard(&["retry", REPORT, bad, "--reason", "r"]);
         assert!(out.fails(2).starts_with("SLOT: `"), "{bad:?} gave {out:?}");
     }
+    // A date without an offset is an instant in UTC, as in every front end: midnight, no run there.
+    let midnight = fx.slotguard(&["retry", REPORT, "2026-03-01", "--reason", "r"]);
+    assert_eq!(
+        midnight.fails(3),
+        "job `report` has no run for slot 2026-03-01T00:00:00Z"
+    );
     // No --reason: clap's own usage error.
     let missing = fx.slotguard(&["retry", REPORT, slot]);
     assert_eq!(missing.code, Some(2));
