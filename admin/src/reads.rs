@@ -121,10 +121,9 @@ impl Admin {
             })
     }
 
-    /// Makes a finished slot run again: a new attempt of the same run (same slot, same idempotency
-    /// key), claimed by a replica running the job within one recovery poll, or after the resume
-    /// while the job is paused ([`Retried::outlook`]). Refused while the run is `running` or
-
+    /// The audit trail, newest first, at most `limit` records: 1 to [`MAX_PAGE`](crate::MAX_PAGE)
+    /// ([`check_page`]).
+    ///
     /// # Errors
     /// As [`Admin::audit_page`].
     pub async fn audit(

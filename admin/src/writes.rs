@@ -278,8 +278,6 @@ impl Admin {
         })
     }
 
-    /// The audit trail, newest first, at most `limit` records: 1 to [`MAX_PAGE`] ([`check_page`]).
-
     fn request(
         &self,
         record: &JobRecord,
