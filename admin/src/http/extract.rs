@@ -1,6 +1,6 @@
 //! The router's extractors: axum's own, with this router's error answers, and who asks for a change.
 
-use axum::extract::{Extension, FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -8,18 +8,46 @@ use super::error::ApiError;
 use super::{Actor, DEFAULT_ACTOR};
 use crate::ChangeRequest;
 
-/// The change request of a body: the authenticated [`Actor`] if the middleware set one, else the
-/// body's actor, else [`DEFAULT_ACTOR`]. `Admin` validates both fields.
-pub(super) fn change_request(
-    authenticated: Option<Extension<Actor>>,
-    actor: Option<String>,
-    reason: String,
-) -> ChangeRequest {
-    let actor = match authenticated {
-        Some(Extension(Actor(actor))) => actor,
-        None => actor.unwrap_or_else(|| DEFAULT_ACTOR.to_owned()),
-    };
-    ChangeRequest::new(actor, reason)
+/// What every change route reads: the job of its path, the operator the application's middleware
+/// authenticated (an [`Actor`] extension, if any), and its JSON body, with this module's error
+/// answers (the path's first, then the body's, as axum's own extractors would).
+pub(super) struct JobChange<B> {
+    pub(super) job: String,
+    authenticated: Option<Actor>,
+    pub(super) body: B,
+}
+
+impl<B> JobChange<B> {
+    /// Who asks, and why: the authenticated [`Actor`] if the middleware set one, else the body's
+    /// actor, else [`DEFAULT_ACTOR`]. `Admin` validates both fields.
+    pub(super) fn by(&self, actor: Option<String>, reason: String) -> ChangeRequest {
+        let actor = match &self.authenticated {
+            Some(Actor(actor)) => actor.clone(),
+            None => actor.unwrap_or_else(|| DEFAULT_ACTOR.to_owned()),
+        };
+        ChangeRequest::new(actor, reason)
+    }
+}
+
+impl<S, B> FromRequest<S> for JobChange<B>
+where
+    S: Send + Sync,
+    B: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = req.into_parts();
+        let ApiPath(job) = ApiPath::<String>::from_request_parts(&mut parts, state).await?;
+        let authenticated = parts.extensions.get::<Actor>().cloned();
+        let request = Request::from_parts(parts, body);
+        let ApiJson(body) = ApiJson::<B>::from_request(request, state).await?;
+        Ok(JobChange {
+            job,
+            authenticated,
+            body,
+        })
+    }
 }
 
 /// `axum::Json` with this module's error answers.
