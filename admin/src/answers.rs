@@ -27,7 +27,7 @@ impl JobStatus {
     }
 }
 
-/// A run [`Admin::retry`] made due again.
+/// A run [`Admin::retry`](crate::Admin::retry) made due again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retried {
     /// The run, `pending` and due now.
@@ -49,7 +49,7 @@ impl Retried {
     }
 }
 
-/// A manual run, created by [`Admin::trigger`].
+/// A manual run, created by [`Admin::trigger`](crate::Admin::trigger).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Triggered {
     /// The new run.

@@ -124,11 +124,11 @@ impl Admin {
     /// front end's writes: see each command's method for what it does and when it is refused.
     ///
     /// # Errors
-    /// [`AdminError::Invalid`] for a malformed field, actor or reason; [`AdminError::UnknownJob`] and
-    /// [`AdminError::UnknownRun`]; [`AdminError::Refused`] when the run's status does not allow the
-    /// change, [`AdminError::PauseState`] when the job already is as asked; [`AdminError::Store`]
-    /// when the store could not be asked. Nothing was changed, except by a range retry that failed
-    /// on the store part-way ([`Admin::retry_failed`]).
+    /// [`AdminError::Invalid`] for a malformed field, actor or reason; [`AdminError::UnknownJob`]
+    /// and [`AdminError::UnknownRun`]; [`AdminError::Refused`] when the run's status does not
+    /// allow the change, [`AdminError::PauseState`] when the job already is as asked;
+    /// [`AdminError::Store`] when the store could not be asked. Nothing was changed, except by a
+    /// range retry that failed on the store part-way ([`Admin::retry_failed`]).
     pub async fn execute(
         &self,
         command: Command,

@@ -43,6 +43,7 @@ impl Admin {
 
     /// Every scheduler process recorded in the store, by id, alive or gone (by the store's clock).
     /// A process removes itself on a graceful shutdown; one that died stays, shown gone, for a day.
+    ///
     /// # Errors
     /// [`AdminError::Store`] when the store could not be asked.
     pub async fn replicas(&self) -> Result<Vec<ReplicaRecord>, AdminError> {
@@ -50,6 +51,7 @@ impl Admin {
     }
 
     /// One registered job.
+    ///
     /// # Errors
     /// [`AdminError::UnknownJob`]; [`AdminError::Store`].
     pub async fn job(&self, name: &str) -> Result<JobRecord, AdminError> {
@@ -62,8 +64,10 @@ impl Admin {
             .ok_or_else(|| AdminError::UnknownJob { job: shown(name) })
     }
 
-    /// Runs matching `filter`, newest slot first, at most `filter.limit`: 1 to [`MAX_PAGE`]
-    /// ([`check_page`]); `RunFilter::default()` asks for [`DEFAULT_PAGE`].
+    /// Runs matching `filter`, newest slot first, at most `filter.limit`: 1 to
+    /// [`MAX_PAGE`](crate::MAX_PAGE) ([`check_page`]); `RunFilter::default()` asks for
+    /// [`DEFAULT_PAGE`](crate::DEFAULT_PAGE).
+    ///
     /// # Errors
     /// [`AdminError::Invalid`] for the page size, the partition or an empty range;
     /// [`AdminError::UnknownJob`]; [`AdminError::Store`].
@@ -82,6 +86,7 @@ impl Admin {
     }
 
     /// The run of one slot.
+    ///
     /// # Errors
     /// [`AdminError::UnknownJob`], [`AdminError::UnknownRun`]; [`AdminError::Invalid`] for the
     /// partition; [`AdminError::Store`].
@@ -136,6 +141,7 @@ impl Admin {
 
     /// The page of the audit trail after the record with id `before` (the last `id` of the previous
     /// page), newest first, at most `limit` records; the first page when `before` is `None`.
+    ///
     /// # Errors
     /// [`AdminError::Invalid`] for the page size; [`AdminError::UnknownJob`]; [`AdminError::Store`].
     pub async fn audit_page(

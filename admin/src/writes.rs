@@ -51,6 +51,7 @@ impl Admin {
     /// Cancels a `running` or `pending` run: it ends `failed` (permanent, with the reason); the
     /// replica running it finds out at its next heartbeat, tells the job through
     /// [`JobContext::lost`](slotguard::JobContext::lost), and its completion is refused.
+    ///
     /// # Errors
     /// [`AdminError::Refused`] unless the run is `running` or `pending`; [`AdminError::UnknownJob`],
     /// [`AdminError::UnknownRun`]; [`AdminError::Invalid`] for the actor, reason or partition;
@@ -112,6 +113,7 @@ impl Admin {
     /// each get a run: when the millisecond is taken, the next free one is used. A paused job's run
     /// waits for the resume ([`Triggered::paused`], [`Triggered::outlook`]); follow it with
     /// [`Admin::wait`].
+    ///
     /// # Errors
     /// [`AdminError::UnknownJob`]; [`AdminError::Invalid`] for the actor or reason, or when a
     /// thousand manual runs in a row exist already; [`AdminError::Store`].
@@ -155,6 +157,7 @@ impl Admin {
     /// split: a backfill never turns into a storm. Instants before 1970 are refused, and so is a
     /// range that starts before the job was first registered unless
     /// [`BackfillOptions::before_first_seen`] says so; both refusals name the first slot accepted.
+    ///
     /// # Errors
     /// [`AdminError::Invalid`] for the actor, reason, rate or range (empty, before 1970, before the
     /// job was first registered, too many slots); [`AdminError::UnknownJob`]; [`AdminError::Store`].
@@ -228,6 +231,7 @@ impl Admin {
     /// recording the slots `skipped` with reason `paused`. Runs already going are not stopped (cancel
     /// them). A job already paused is refused ([`AdminError::PauseState`], naming who paused it):
     /// the first pause keeps its operator and reason until a resume.
+    ///
     /// # Errors
     /// [`AdminError::PauseState`] when the job is paused already; [`AdminError::UnknownJob`];
     /// [`AdminError::Invalid`] for the actor or reason; [`AdminError::Store`].
@@ -237,6 +241,7 @@ impl Admin {
 
     /// Resumes a paused job. Refused ([`AdminError::PauseState`]) when the job is not paused:
     /// nothing is written to the audit trail then.
+    ///
     /// # Errors
     /// [`AdminError::PauseState`] when the job is not paused; [`AdminError::UnknownJob`];
     /// [`AdminError::Invalid`] for the actor or reason; [`AdminError::Store`].
