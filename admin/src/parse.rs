@@ -69,8 +69,8 @@ pub fn instant(field: &'static str, text: &str) -> Result<DateTime<Utc>, AdminEr
     Err(AdminError::Invalid {
         field,
         problem: format!(
-            "`{}` is not an RFC 3339 instant such as 2026-03-08T02:00:00+09:00, nor a wall \
-             time or date in UTC such as 2026-03-07T17:00",
+            "`{}` is not an RFC 3339 instant (2026-03-08T02:00:00+09:00) or a UTC wall time \
+             or date (2026-03-07T17:00)",
             shown(text)
         ),
     })
