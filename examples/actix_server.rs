@@ -1,5 +1,5 @@
 //! An actix-web server that embeds the scheduler. The axum admin router cannot be mounted in actix, so
-//! the admin routes here call [`slotguard::admin::Admin`] directly: every operation the router offers
+//! the admin routes here call [`slotguard_admin::Admin`] directly: every operation the router offers
 //! is one call away (see `docs/operations.md`); this example writes three of them.
 //!
 //! ```text
@@ -38,9 +38,9 @@ use clap::Parser;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use slotguard::admin::{Admin, AdminError, ChangeRequest, JobStatus};
 use slotguard::store::RunRecord;
 use slotguard::{Job, JobContext, JobError, Scheduler};
+use slotguard_admin::{Admin, AdminError, ChangeRequest, JobStatus};
 
 /// Command line; every option can also come from the environment.
 #[derive(Parser)]
@@ -86,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let scheduler = builder.build()?;
-    let admin = scheduler.admin().ok_or("the scheduler has no store")?;
+    let admin = slotguard_admin::Admin::of(&scheduler).ok_or("the scheduler has no store")?;
     let handle = scheduler.try_start().await?;
 
     let signal = shutdown_signal()?;

@@ -42,9 +42,9 @@ use axum::routing::get;
 use base64::Engine;
 use clap::Parser;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use slotguard::admin::dashboard::Dashboard;
-use slotguard::admin::http::{self, Actor};
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
+use slotguard_admin::dashboard::Dashboard;
+use slotguard_admin::http::{self, Actor};
 
 /// Command line; every option can also come from the environment.
 #[derive(Parser)]
@@ -112,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let scheduler = builder.build()?;
     // Taken before `try_start`, which consumes the scheduler.
-    let admin = scheduler.admin().ok_or("the scheduler has no store")?;
+    let admin = slotguard_admin::Admin::of(&scheduler).ok_or("the scheduler has no store")?;
     let handle = scheduler.try_start().await?;
 
     let operators = Operators::parse(&args.operators)?;

@@ -202,14 +202,14 @@ fn try_the_cli(store: &Store, started: &str, retried: Option<&str>) {
 /// slot of a `sync` run that took two attempts, if there is one.
 async fn store_summary(store: &Store) -> Option<String> {
     let admin = match store.open().await {
-        Ok(backend) => slotguard::admin::Admin::shared(backend),
+        Ok(backend) => slotguard_admin::Admin::shared(backend),
         Err(e) => {
             println!("could not read the store: {e}");
             return None;
         }
     };
     let filter = slotguard::store::RunFilter {
-        limit: slotguard::admin::MAX_PAGE,
+        limit: slotguard_admin::MAX_PAGE,
         ..slotguard::store::RunFilter::default()
     };
     let runs = admin.runs(filter).await.unwrap_or_default();

@@ -11,6 +11,7 @@
 // ANCHOR: readme
 use axum::{Router, routing::get};
 use slotguard::{JobContext, JobError, Scheduler, jobs, scheduled};
+use slotguard_admin::Admin;
 use slotguard_postgres::PgBackend;
 
 #[scheduled("0 2 * * *", tz = "Asia/Seoul", name = "daily-settlement")] // guard: the default, `slot`
@@ -37,10 +38,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .backend(PgBackend::connect(&std::env::var("DATABASE_URL")?).await?) // or SqliteBackend::open(path)
         .state(Bank::new())
         .build()?; // fails fast, listing every problem: bad cron, unknown zone, duplicates
-    let admin = scheduler.admin().expect("a backend"); // before try_start()
+    let admin = Admin::of(&scheduler).expect("a backend"); // before try_start()
     let handle = scheduler.try_start().await?; // registers the jobs and lock keys, checks the store
     let app = Router::new()
-        .nest("/internal", slotguard::admin::http::router(admin)) // put your auth in front
+        .nest("/internal", slotguard_admin::http::router(admin)) // put your auth in front
         .route("/health", get(|| async { "ok" }));
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(addr).await?;

@@ -24,11 +24,11 @@ use axum::http::{Request, StatusCode};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use http_body_util::BodyExt;
 use slotguard::Schedule;
-use slotguard::admin::Admin;
-use slotguard::admin::http::router;
 use slotguard::store::{
     AdminStore, AuditEntry, ClaimRequest, Enqueue, JobDefinition, SlotKey, Trigger,
 };
+use slotguard_admin::Admin;
+use slotguard_admin::http::router;
 use slotguard_sqlite::SqliteBackend;
 use tower::ServiceExt;
 

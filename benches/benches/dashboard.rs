@@ -19,10 +19,10 @@ use axum::http::{Request, StatusCode};
 use chrono::{DateTime, DurationRound, Utc};
 use http_body_util::BodyExt;
 use slotguard::Schedule;
-use slotguard::admin::Admin;
-use slotguard::admin::dashboard::Dashboard;
-use slotguard::admin::http::Actor;
 use slotguard::store::{AdminStore, JobDefinition};
+use slotguard_admin::Admin;
+use slotguard_admin::dashboard::Dashboard;
+use slotguard_admin::http::Actor;
 use slotguard_postgres::PgBackend;
 use slotguard_tests::pg::{TestSchema, database_url};
 use sqlx::AssertSqlSafe;
@@ -267,12 +267,12 @@ async fn probe(backend: &PgBackend, now: DateTime<Utc>) {
     let n: usize = times.iter().map(Vec::len).sum();
     println!("probe: slot_times_of, 24 h ({n} slots) {:?}", t.elapsed());
     let t = Instant::now();
-    let query = slotguard::admin::MissedQuery {
+    let query = slotguard_admin::MissedQuery {
         job: None,
         from: day,
         to: now,
         after: None,
-        limit: slotguard::admin::MAX_PAGE,
+        limit: slotguard_admin::MAX_PAGE,
     };
     let missed = Admin::new(backend.clone()).missed_page(query).await;
     println!(

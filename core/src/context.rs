@@ -94,7 +94,7 @@ pub enum CheckpointError {
 
 /// A run's idempotency key: `job:slot` or `job:slot:partition`, the slot in UTC. Scheduled slots fall
 /// on whole seconds; manual runs carry milliseconds so that their keys cannot equal a scheduled slot's.
-pub(crate) fn idempotency_key(
+pub fn idempotency_key(
     job: &str,
     scheduled_at: &chrono::DateTime<chrono::Utc>,
     partition: &str,
@@ -197,7 +197,7 @@ impl JobContext {
 
     /// `job:scheduled_at` (`daily_settlement:2026-03-08T17:00:00Z`), with `:partition` appended for a
     /// partitioned job: the same on every attempt and every replica, so an external system can
-    /// deduplicate on it. A manual run ([`Admin::trigger`](crate::admin::Admin::trigger)) has a slot
+    /// deduplicate on it. A manual run (`Admin::trigger` of the `slotguard-admin` crate) has a slot
     /// with milliseconds (`…T17:03:12.345Z`), so its key never equals a scheduled slot's.
     pub fn idempotency_key(&self) -> &str {
         &self.idempotency_key

@@ -40,7 +40,6 @@
 // Lets `#[scheduled]`, which names `::slotguard`, be used inside this crate's own tests and docs.
 extern crate self as slotguard;
 
-pub mod admin;
 mod clock;
 mod context;
 mod entry;
@@ -49,6 +48,7 @@ mod handle;
 mod job;
 pub mod metrics;
 mod once;
+pub mod operate;
 mod policy;
 mod role;
 mod runtime;

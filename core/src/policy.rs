@@ -227,7 +227,7 @@ mod tests {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum CatchUp {
     /// Run nothing that was missed (the default, as cron does). The gap stays visible to
-    /// [`Admin::missed`](crate::admin::Admin::missed).
+    /// `Admin::missed` of the `slotguard-admin` crate.
     #[default]
     Skip,
     /// Run only the most recent missed slot (a report that should reflect the latest state).

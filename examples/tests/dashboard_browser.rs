@@ -18,10 +18,10 @@ use axum::Router;
 use chrono::{Datelike, TimeZone, Utc};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use slotguard::admin::dashboard::Dashboard;
-use slotguard::admin::http::{self, Actor};
 use slotguard::store::Backend;
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler, SchedulerHandle};
+use slotguard_admin::dashboard::Dashboard;
+use slotguard_admin::http::{self, Actor};
 
 const FLAKY: &str = "flaky-export";
 const SETTLEMENT: &str = "daily-settlement";
@@ -145,7 +145,7 @@ async fn serve(backend: impl Backend) -> (SocketAddr, SchedulerHandle) {
         ])
         .build()
         .expect("a scheduler");
-    let admin = scheduler.admin().expect("a store");
+    let admin = slotguard_admin::Admin::of(&scheduler).expect("a store");
     let handle = scheduler.try_start().await.expect("started");
     let internal = http::router(admin.clone()).nest("/dashboard", Dashboard::new(admin).router());
     // The application's authentication, reduced to its outcome: the operator is alice.

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use slotguard::admin::Admin;
 use slotguard::store::{Backend, Claim, Finish, RunFilter, RunRecord, RunStatus};
 use slotguard::{Job, Scheduler};
+use slotguard_admin::Admin;
 
 use crate::request;
 

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use slotguard::Schedule;
-use slotguard::admin::{Admin, ChangeRequest};
 use slotguard::store::{Backend, JobDefinition};
+use slotguard_admin::{Admin, ChangeRequest};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// The job the check pauses, triggers and cancels.

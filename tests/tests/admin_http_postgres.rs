@@ -9,12 +9,12 @@ use axum::http::{Request, StatusCode, header};
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use slotguard::admin::Admin;
-use slotguard::admin::http::router;
 use slotguard::store::{
     AdminStore, Claim, ClaimRequest, Finish, JobDefinition, Lease, SlotKey, SlotStore, Trigger,
 };
 use slotguard::{ErrorClass, Overlap, Schedule};
+use slotguard_admin::Admin;
+use slotguard_admin::http::router;
 use slotguard_postgres::PgBackend;
 use slotguard_tests::pg::{TestSchema, database_url};
 use sqlx::Connection;

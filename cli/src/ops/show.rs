@@ -11,11 +11,11 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use slotguard::admin::{
-    BackfillReport, JobStatus, MissedCursor, MissedPage, MissedSlot, Retried, Triggered,
-};
 use slotguard::store::{
     AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord, RunStatus,
+};
+use slotguard_admin::{
+    BackfillReport, JobStatus, MissedCursor, MissedPage, MissedSlot, Retried, Triggered,
 };
 
 mod run;

@@ -11,16 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use slotguard::admin::Admin;
 use slotguard::store::Backend;
+use slotguard_admin::Admin;
 use slotguard_postgres::{PgBackend, PgError};
 use slotguard_sqlite::SqliteBackend;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{Connection as _, Row as _};
 
+use super::failure::{Failure, failure, usage};
 use super::show::shown;
-use super::{Failure, failure, usage};
 
 /// How long to wait for PostgreSQL to answer, to connect and to look for the schema.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
-use crate::admin::rfc3339;
+use crate::operate::rfc3339;
 use crate::store::RunStatus;
 
 /// How [`Scheduler::run_once`](crate::Scheduler::run_once) ended. [`exit_code`](Self::exit_code)

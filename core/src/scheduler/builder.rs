@@ -154,8 +154,8 @@ impl SchedulerBuilder {
     }
 
     /// How many catch-up runs per second the cluster starts after an outage (default 1; from
-    /// [`MIN_PER_SECOND`](crate::admin::MIN_PER_SECOND) to
-    /// [`MAX_PER_SECOND`](crate::admin::MAX_PER_SECOND), as backfills). Each run is
+    /// [`MIN_PER_SECOND`](crate::operate::MIN_PER_SECOND) to
+    /// [`MAX_PER_SECOND`](crate::operate::MAX_PER_SECOND), as backfills). Each run is
     /// also offset by a jitter, the same on every replica, within its 1/rate window, so any window of
     /// `t` seconds holds at most `rate × t + 1` catch-up starts.
     pub fn catch_up_rate(mut self, per_second: f64) -> Self {
@@ -444,7 +444,7 @@ impl SchedulerBuilder {
                 ),
             );
         }
-        let rates = crate::admin::MIN_PER_SECOND..=crate::admin::MAX_PER_SECOND;
+        let rates = crate::operate::MIN_PER_SECOND..=crate::operate::MAX_PER_SECOND;
         if !rates.contains(&self.catch_up_rate) {
             setting(
                 "catch_up_rate",

@@ -137,14 +137,23 @@ impl Scheduler {
         self.launch(None)
     }
 
-    /// The admin API over this scheduler's store, on its clock and staleness threshold; `None`
+    /// The store this scheduler was built with, shared: what the admin API
+    /// (`slotguard_admin::Admin::of`) and an application's own tools read and change. `None`
     /// without a backend.
-    pub fn admin(&self) -> Option<crate::admin::Admin> {
-        let backend = self.backend.as_ref()?;
-        let mut admin =
-            crate::admin::Admin::shared(Arc::clone(backend)).with_stale_after(self.stale_after);
-        admin.set_clock(Arc::clone(&self.runtime.clock));
-        Some(admin)
+    pub fn backend(&self) -> Option<Arc<dyn Backend>> {
+        self.backend.as_ref().map(Arc::clone)
+    }
+
+    /// The clock this scheduler reads "now" from ([`TokioClock`](crate::TokioClock) in tests in
+    /// paused time, the system clock otherwise).
+    pub fn clock(&self) -> Arc<dyn crate::Clock> {
+        Arc::clone(&self.runtime.clock)
+    }
+
+    /// How long a run's heartbeat may be silent before another replica takes it over
+    /// ([`SchedulerBuilder::stale_after`](crate::SchedulerBuilder::stale_after)).
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after
     }
 
     /// Starts the upkeep of the store: the heartbeats of the runs this process executes and its row

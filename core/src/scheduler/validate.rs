@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Tz, check_job_name, parse_zone};
 
-use crate::admin::shown;
 use crate::entry::{JobEntry, Layers};
 use crate::guard::GuardLevel;
 use crate::job::Job;
+use crate::operate::shown;
 use crate::policy::{CatchUp, Overlap};
 
 use super::ConfigError;

@@ -2,7 +2,7 @@
 //! backfill runs, cancellation, and the audit trail of every change.
 //!
 //! The [`AdminStore`] trait is mechanism only. Policy (validation, schedules, missed-slot arithmetic,
-//! limits) lives in [`Admin`](crate::admin::Admin), which every front end (the axum router, the CLI, an
+//! limits) lives in `Admin` (the `slotguard-admin` crate), which every front end (the axum router, the CLI, an
 //! application's own code) goes through.
 
 use std::time::Duration;
@@ -119,7 +119,7 @@ pub struct AttemptRecord {
 
 /// Which runs [`AdminStore::runs`] returns: every field that is set must match. Newest slot first.
 /// `RunFilter::default()` is every run, a page of
-/// [`DEFAULT_PAGE`](crate::admin::DEFAULT_PAGE) (50).
+/// [`DEFAULT_PAGE`](crate::operate::DEFAULT_PAGE) (50).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunFilter {
     /// Only this job.
@@ -133,7 +133,7 @@ pub struct RunFilter {
     /// Only slots before this instant.
     pub to: Option<DateTime<Utc>>,
     /// At most this many runs (a store may cap it further at 10,000; 0 is none). The admin API
-    /// accepts 1 to [`MAX_PAGE`](crate::admin::MAX_PAGE) and refuses anything else.
+    /// accepts 1 to [`MAX_PAGE`](crate::operate::MAX_PAGE) and refuses anything else.
     pub limit: usize,
 }
 

@@ -188,7 +188,7 @@ async fn the_due_runs_are_claimed(backend: &dyn Backend, batch: &Batch) {
 /// Of 20 triggers of one job at once, from as many tasks, every one gets a manual run of its own, at a
 /// slot of its own, none on a whole second; all are audited.
 pub async fn concurrent_triggers_each_get_a_run<B: Backend + Clone>(backend: &B) {
-    use slotguard::admin::{Admin, ChangeRequest};
+    use slotguard_admin::{Admin, ChangeRequest};
 
     backend
         .register_jobs(&[super::definition(JOB, "0 * * * *", 7)])

@@ -276,10 +276,10 @@ async fn one_hostile_name(backend: &dyn Backend, name: &str, hostile: &AuditEntr
 
 /// Names that break the rule of [`slotguard::check_job_name`] (a NUL, a newline, a `:`, 201
 /// characters, blank) name no job, and partition keys that break [`slotguard::check_partition`] are
-/// invalid, through every operation of [`Admin`](slotguard::admin::Admin) and on every store: bad
+/// invalid, through every operation of [`Admin`](slotguard_admin::Admin) and on every store: bad
 /// input is never a store error (PostgreSQL refuses a NUL in a query).
 pub async fn names_outside_the_rule_are_bad_input<B: Backend + Clone>(backend: &B) {
-    use slotguard::admin::{Admin, AdminError, BackfillOptions, ChangeRequest};
+    use slotguard_admin::{Admin, AdminError, BackfillOptions, ChangeRequest};
 
     backend
         .register_jobs(&[definition("report", "0 * * * *", 7)])

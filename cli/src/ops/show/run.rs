@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use slotguard::admin::{RangeRetry, finished};
 use slotguard::store::{RunRecord, SlotKey};
+use slotguard_admin::{RangeRetry, finished};
 
 use super::{at, cell, or_dash, run_json, slot_of, table, ts};
 

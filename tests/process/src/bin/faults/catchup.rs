@@ -1,7 +1,7 @@
 //! `catchup`: every replica down for a while, then started again; one job per catch-up policy
 //! (`all`, `latest`, `skip`).
 
-use slotguard::admin::Admin;
+use slotguard_admin::Admin;
 
 use crate::prelude::*;
 

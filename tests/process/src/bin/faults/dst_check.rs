@@ -208,7 +208,7 @@ pub(crate) fn listed_missed(
     (from_real, to_real): (DateTime<Utc>, DateTime<Utc>),
 ) -> usize {
     let backend = sc.backend(1);
-    let admin = slotguard::admin::Admin::new(backend.clone());
+    let admin = slotguard_admin::Admin::new(backend.clone());
     let mut listed = 0;
     for g in groups {
         for (job, ..) in g.jobs() {

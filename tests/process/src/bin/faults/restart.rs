@@ -1,7 +1,7 @@
 //! `restart`: the database stops and starts again while runs are going; the replicas resume, and the
 //! slots no one could record are those `Admin::missed` lists.
 
-use slotguard::admin::Admin;
+use slotguard_admin::Admin;
 
 use crate::prelude::*;
 

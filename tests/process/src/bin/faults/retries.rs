@@ -1,6 +1,6 @@
 //! `retries`: 8 concurrent `Admin::retry` calls on one failed slot; exactly one is accepted.
 
-use slotguard::admin::{Admin, AdminError, ChangeRequest};
+use slotguard_admin::{Admin, AdminError, ChangeRequest};
 
 use crate::prelude::*;
 

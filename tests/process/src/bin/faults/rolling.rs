@@ -10,7 +10,7 @@
 //! registers at start-up), and `Admin::missed` judges any window by that definition.
 
 use slotguard::Schedule;
-use slotguard::admin::Admin;
+use slotguard_admin::Admin;
 
 use crate::prelude::*;
 

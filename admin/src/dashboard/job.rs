@@ -1,0 +1,191 @@
+//! A job's page: its definition, a timeline of its recent slots, its runs with their attempts,
+//! filters, and the changes an operator can ask for.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::input::{INSTANT_EXAMPLE, maybe_instant, present};
+use super::jobs::{next_slots, pause_state};
+use super::page::{Base, admin_error, badge, duration, frame, html_response, live, notice, utc};
+use super::words::describe;
+use super::{Ui, forms, timeline};
+use crate::AdminError;
+use crate::parse::status;
+use slotguard::store::{RunFilter, RunRecord, RunStatus};
+
+/// The filters of the runs list, and the notice of a change just made.
+#[derive(Deserialize, Default)]
+pub(super) struct JobQuery {
+    status: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    partition: Option<String>,
+    done: Option<String>,
+}
+
+impl JobQuery {
+    fn filter(&self, job: &str) -> Result<RunFilter, AdminError> {
+        let status = present(self.status.as_deref())
+            .map(|s| status("status", s))
+            .transpose()?;
+        Ok(RunFilter {
+            job: Some(job.to_owned()),
+            status,
+            partition: present(self.partition.as_deref()).map(str::to_owned),
+            from: maybe_instant("from", self.from.as_deref())?,
+            to: maybe_instant("to", self.to.as_deref())?,
+            limit: crate::DEFAULT_PAGE,
+        })
+    }
+}
+
+pub(super) async fn page(
+    State(ui): State<Ui>,
+    base: Base,
+    Path(job): Path<String>,
+    Query(query): Query<JobQuery>,
+) -> Response {
+    match render(&ui, &base, &job, &query).await {
+        Ok(body) => html_response(StatusCode::OK, frame(&base, &job, body)),
+        Err(e) => admin_error(&base, &e),
+    }
+}
+
+async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Markup, AdminError> {
+    let record = ui.admin.job(job).await?;
+    let runs = ui.admin.runs(query.filter(job)?).await?;
+    // The timeline shows the newest slots whatever the filters say.
+    let recent = ui
+        .admin
+        .runs(RunFilter {
+            job: Some(job.to_owned()),
+            limit: timeline::CELLS,
+            ..RunFilter::default()
+        })
+        .await?;
+    let cells = timeline::cells(&ui.admin, job, &recent).await;
+    let def = &record.definition;
+    let zone = def.zone.parse::<chrono_tz::Tz>().ok();
+    let next = crate::missed::schedule_of(&record)
+        .map(|s| {
+            s.slots_after(chrono::Utc::now())
+                .take(3)
+                .map(|s| s.scheduled_at)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let settings = &ui.settings;
+    Ok(html! {
+        h1 { "Job " span.name { (def.name) } }
+        (notice(query.done.as_deref()))
+        dl.facts {
+            dt { "Schedule" } dd {
+                @if let Some(words) = describe(&def.cron) { (words) " · " }
+                code { (def.cron) } " in " (def.zone) " (DST: " (def.dst) ")"
+            }
+            dt { "Guard" } dd { (def.guard) }
+            dt { "State" } dd { (live("pause", pause_state(&record))) }
+            dt { "Next slots" } dd { (next_slots(&next, zone)) }
+        }
+        h2 { "Recent slots" }
+        (live("timeline", timeline::draw(base, job, &cells)))
+        @if !settings.read_only {
+            details.actions open {
+                summary { "Actions" }
+                (forms::pause_or_resume(base, settings, job, record.paused))
+                (forms::trigger(base, settings, job))
+                (forms::backfill(base, settings, job))
+                (forms::retry_failed(base, settings, job))
+            }
+        }
+        h2 { "Runs" }
+        (filters(base, job, query))
+        (live("runs", runs_table(base, &runs)))
+    })
+}
+
+fn filters(base: &Base, job: &str, query: &JobQuery) -> Markup {
+    let status = query.status.as_deref().unwrap_or("");
+    html! {
+        form.filters method="get" action=(base.job(job)) {
+            label { "Status "
+                select name="status" {
+                    option value="" selected[status.is_empty()] { "any" }
+                    @for s in RunStatus::ALL {
+                        option value=(s.as_str()) selected[status == s.as_str()] { (s.as_str()) }
+                    }
+                }
+            }
+            label { "From (RFC 3339) " input type="text" name="from" placeholder=(INSTANT_EXAMPLE)
+                value=(query.from.as_deref().unwrap_or("")); }
+            label { "To (RFC 3339) " input type="text" name="to" placeholder="now"
+                value=(query.to.as_deref().unwrap_or("")); }
+            label { "Partition " input type="text" name="partition" placeholder="any"
+                value=(query.partition.as_deref().unwrap_or("")); }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// Runs with their attempts, newest slot first.
+pub(super) fn runs_table(base: &Base, runs: &[RunRecord]) -> Markup {
+    html! {
+        @if runs.is_empty() {
+            p { "No run matches." }
+        } @else {
+            table.runs {
+                thead { tr {
+                    th { "Slot" } th { "Job · partition" } th { "Status" } th { "Trigger" }
+                    th { "Attempts: owner · token · start · duration · outcome" } th { "Error" }
+                } }
+                tbody { @for run in runs { (run_row(base, run)) } }
+            }
+        }
+    }
+}
+
+fn run_row(base: &Base, run: &RunRecord) -> Markup {
+    let key = &run.key;
+    html! {
+        tr {
+            td { a href=(base.run(&key.job, &key.scheduled_at, &key.partition)) { (utc(&key.scheduled_at)) } }
+            td { a href=(base.job(&key.job)) { (key.job) }
+                @if !key.partition.is_empty() { " · " code { (key.partition) } } }
+            td { (badge(run.status)) (queued(run)) }
+            td { (run.trigger.as_str()) }
+            td { ol.attempts {
+                @for a in &run.attempts {
+                    li { "#" (a.attempt) " " (a.owner) " · " (a.token) " · " (utc(&a.started_at))
+                        " · " (duration(Some(&a.started_at), a.finished_at.as_ref())) " · " (badge(a.status)) }
+                }
+            } }
+            td {
+                @if let Some(class) = &run.error_class { code { (class) } " " }
+                (run.error_message.as_deref().unwrap_or(""))
+            }
+        }
+    }
+}
+
+/// When a `pending` run is due: "queued since" an instant already passed (it waits for a replica,
+/// a free moment of the job, or the resume of a paused job), or its next attempt still to come.
+/// Said under the status, not as an error.
+fn queued(run: &RunRecord) -> Markup {
+    let Some(next) = run
+        .next_attempt_at
+        .filter(|_| run.status == RunStatus::Pending)
+    else {
+        return html! {};
+    };
+    html! {
+        br;
+        @if next <= chrono::Utc::now() {
+            small { "queued since " (utc(&next)) }
+        } @else {
+            small { "next attempt at " (utc(&next)) }
+        }
+    }
+}
