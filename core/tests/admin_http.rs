@@ -1,6 +1,7 @@
 //! The admin API over HTTP: every route, its errors, and hostile input, through the axum router.
 #![cfg(feature = "axum")]
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 
