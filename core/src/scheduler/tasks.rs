@@ -44,24 +44,12 @@ use Task::{
 
 /// The tasks each role starts. Without a store only the timer runs; the clock watch runs when
 /// the clock is measured ([`ClockSync`](crate::ClockSync) not `Off`).
+#[rustfmt::skip]
 pub(crate) const TASK_SETS: [(Role, &[Task]); 4] = [
-    (
-        Role::All,
-        &[
-            ClockWatch, Control, Timer, CatchUp, Recovery, Heartbeats, Registry, Retention,
-        ],
-    ),
-    (
-        Role::Scheduler,
-        &[ClockWatch, Control, Timer, CatchUp, Registry, Retention],
-    ),
-    (
-        Role::Worker,
-        &[
-            ClockWatch, Control, WorkerLoop, Heartbeats, Registry, Retention,
-        ],
-    ),
-    (Role::Admin, &[ClockWatch, Control, Registry, Retention]),
+    (Role::All,       &[ClockWatch, Control, Timer, CatchUp, Recovery, Heartbeats, Registry, Retention]),
+    (Role::Scheduler, &[ClockWatch, Control, Timer, CatchUp, Registry, Retention]),
+    (Role::Worker,    &[ClockWatch, Control, WorkerLoop, Heartbeats, Registry, Retention]),
+    (Role::Admin,     &[ClockWatch, Control, Registry, Retention]),
 ];
 
 /// The task set of `role`.
@@ -304,4 +292,25 @@ pub(super) fn spawn_heartbeats(rt: &Runtime, store: &Store, done: &CancellationT
     );
     rt.upkeep
         .spawn(async move { heartbeats.run(store, owner, done).await });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every role has one task set; the roles that schedule have the timer, those that execute
+    /// the heartbeats, and every role keeps its registry row and prunes.
+    #[test]
+    fn every_role_has_one_task_set() {
+        for role in Role::ALL {
+            assert_eq!(TASK_SETS.iter().filter(|(r, _)| *r == role).count(), 1);
+            let tasks = task_set(role);
+            assert_eq!(tasks.contains(&Timer), role.schedules(), "{role}");
+            assert_eq!(tasks.contains(&Heartbeats), role.executes(), "{role}");
+            assert!(
+                tasks.contains(&Registry) && tasks.contains(&Retention),
+                "{role}"
+            );
+        }
+    }
 }
