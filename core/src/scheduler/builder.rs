@@ -138,8 +138,9 @@ impl SchedulerBuilder {
 
     /// What this process does with its jobs (default [`Role::All`]: it computes slots and runs
     /// them). [`Role::Scheduler`] enqueues slots for workers, [`Role::Worker`] runs queued slots,
-    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend and every job at
-    /// the `slot` level: the slot table is their queue. See `docs/workers.md`.
+    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend (or a
+    /// [`store`](Self::store) with the queue) and every job at the `slot` level: the slot table is
+    /// their queue. See `docs/workers.md`.
     pub fn role(mut self, role: Role) -> Self {
         self.role = role;
         self
