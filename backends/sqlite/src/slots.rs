@@ -106,7 +106,7 @@ impl Shared {
         }
     }
 
-    /// See [`SlotStore::next_due`].
+    /// See [`QueueStore::next_due`].
     async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, SqliteError> {
         if specs.is_empty() {
             return Ok(None);
