@@ -3,6 +3,8 @@
 //! step of every change.
 #![cfg(feature = "dashboard")]
 
+use slotguard::store::CheckpointStore;
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use axum::Router;

@@ -3,6 +3,7 @@
 //! and audit rows that lead to their run.
 #![cfg(feature = "dashboard")]
 
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use axum::Router;

@@ -16,6 +16,7 @@
 //! Each scenario runs in a fresh schema, dropped afterwards. Override the server with
 //! `SLOTGUARD_TEST_DATABASE_URL`.
 
+use slotguard::store::QueueStore;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::Runtime;
@@ -19,8 +18,6 @@ pub struct SchedulerHandle {
     heartbeat_done: CancellationToken,
     report: Arc<OnceCell<ShutdownReport>>,
     stopped: CancellationToken,
-    /// The registry task: it removes this replica once `heartbeat_done` is cancelled.
-    registry: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl fmt::Debug for SchedulerHandle {
@@ -48,17 +45,14 @@ pub struct ShutdownReport {
 }
 
 impl SchedulerHandle {
-    pub(crate) fn new(
-        rt: Arc<Runtime>,
-        registry: Option<JoinHandle<()>>,
-        heartbeat_done: CancellationToken,
-    ) -> Self {
+    /// `heartbeat_done` ends the upkeep tasks (heartbeats, the registry row) once the runs have
+    /// ended.
+    pub(crate) fn new(rt: Arc<Runtime>, heartbeat_done: CancellationToken) -> Self {
         SchedulerHandle {
             rt,
             heartbeat_done,
             report: Arc::new(OnceCell::new()),
             stopped: CancellationToken::new(),
-            registry: Arc::new(std::sync::Mutex::new(registry)),
         }
     }
 
@@ -104,16 +98,11 @@ impl SchedulerHandle {
                     self.rt.cancel.cancel();
                     self.rt.tracker.wait().await;
                 }
+                // The runs have ended: their heartbeats stop, and the registry task removes this
+                // replica, within its own time limit.
                 self.heartbeat_done.cancel();
-                let registry = self
-                    .registry
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .take();
-                if let Some(registry) = registry {
-                    // It removes this replica from the registry, within its own time limit.
-                    let _ = registry.await;
-                }
+                self.rt.upkeep.close();
+                self.rt.upkeep.wait().await;
                 let report = ShutdownReport {
                     in_flight,
                     finished_in_grace,

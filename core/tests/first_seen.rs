@@ -1,6 +1,7 @@
 //! Catch-up starts when the job was first registered: a row from before then (a backfill of history,
 //! a row written by hand) does not make every slot since look missed.
 
+use slotguard::store::SlotStoreExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 

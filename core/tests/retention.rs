@@ -4,6 +4,7 @@
 //! another process holds the prune lock. The metrics recorder is global: one test installs it, and
 //! the other's job has a name of its own.
 
+use slotguard::store::SlotStoreExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

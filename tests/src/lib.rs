@@ -4,6 +4,7 @@
 //! a stale heartbeat sleep past it with `tokio::time::sleep`, which is instant in paused time (memory
 //! backend) and real time against a database, whose own clock judges staleness.
 
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -248,11 +249,7 @@ fn taken(claim: &Claim) -> RunStatus {
 /// A scheduled slot further than `MAX_EARLY` ahead of the store's clock is neither claimed nor
 /// recorded skipped; one within it is claimed (`claim_ahead`), and other triggers are not judged.
 pub async fn slots_ahead_of_the_store_clock_are_not_due(backend: &dyn Backend) {
-    let now = backend
-        .store_now()
-        .await
-        .expect("store clock")
-        .expect("the store has a clock");
+    let now = backend.store_now().await.expect("store clock");
     let stale = Duration::from_secs(60);
     let at = |ahead: chrono::TimeDelta, job: &str| {
         let slot = (now + ahead).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
@@ -830,11 +827,7 @@ pub async fn existing_slots_are_found(backend: &dyn Backend) {
 /// 1 of a scheduled run; the overlap policy decides at enqueue time as at a claim.
 pub async fn slots_are_queued_once(backend: &dyn Backend) {
     let job = "contract_queue";
-    let now = backend
-        .store_now()
-        .await
-        .expect("store clock")
-        .expect("the store has a clock");
+    let now = backend.store_now().await.expect("store clock");
     let soon = now + chrono::Duration::milliseconds(1_500);
     let past = request(job, "2026-01-05T00:00:00Z", Duration::from_secs(60));
     let mut ahead = past.clone();

@@ -1,6 +1,7 @@
 //! The admin router over HTTP against a real PostgreSQL store: every operation, the concurrency
 //! cases and bad input. Each test works in a schema of its own, dropped at the end.
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::time::Duration;
 
 use axum::Router;

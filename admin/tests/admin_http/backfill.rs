@@ -1,6 +1,7 @@
 //! `POST /jobs/{job}/backfill`: dry runs, bounds and rates.
 
 use crate::support::*;
+use slotguard::store::AdminStoreExt as _;
 
 #[tokio::test]
 async fn backfills_after_a_dry_run() {

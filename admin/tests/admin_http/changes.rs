@@ -1,6 +1,7 @@
 //! Retries, range retries, cancellations and manual runs.
 
 use crate::support::*;
+use slotguard::store::AdminStoreExt as _;
 
 /// The seed's request, as the article wrote it.
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! `GET /jobs`, and pausing and resuming jobs.
 
 use crate::support::*;
+use slotguard::store::AdminStoreExt as _;
 
 #[tokio::test]
 async fn lists_jobs_with_schedule_next_slots_and_last_run() {

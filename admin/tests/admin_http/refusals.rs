@@ -1,6 +1,7 @@
 //! Refusals: unknown jobs and slots, malformed dates and bodies, hostile names, store outages.
 
 use crate::support::*;
+use slotguard::store::AdminStoreExt as _;
 
 #[tokio::test]
 async fn unknown_jobs_and_slots_are_404() {

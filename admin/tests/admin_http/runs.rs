@@ -1,6 +1,7 @@
 //! `GET /jobs/{job}/runs` and `/runs/{slot}`: listings, the page rule, one run, waiting for it.
 
 use crate::support::*;
+use slotguard::store::SlotStoreExt as _;
 
 #[tokio::test]
 async fn lists_runs_with_attempts_and_filters() {

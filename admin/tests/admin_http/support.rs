@@ -20,6 +20,7 @@ pub(crate) use slotguard_admin::http::{Actor, MAX_BODY_BYTES, router};
 pub(crate) use tower::ServiceExt;
 
 use crate::registered::registered_a_year_ago;
+use slotguard::store::SlotStoreExt as _;
 
 pub(crate) const SETTLEMENT: &str = "daily-settlement";
 pub(crate) const EVERY_SECOND: &str = "every-second";

@@ -71,8 +71,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use slotguard::ErrorClass;
 use slotguard::store::{
-    Backend, Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, LockLease, LockStore, SlotKey,
-    SlotStore, StaleLock, StoreError,
+    Backend, CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease,
+    LockLease, LockStore, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use sqlx::Row;
 use sqlx::postgres::PgPool;
@@ -310,24 +310,6 @@ impl SlotStore for PgBackend {
         self.claim_rows(owner, requests, false).await
     }
 
-    /// `CLAIM` in its enqueue mode, then a `NOTIFY` that wakes the workers; see `queue.rs`.
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        self.enqueue_rows(requests).await
-    }
-
-    /// One read; see `NEXT_DUE` in the crate's `sql/due.rs`.
-    async fn next_due(
-        &self,
-        specs: &[DueSpec],
-    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
-        self.next_due_at(specs).await
-    }
-
-    /// `LISTEN` on a connection of its own, started on the first call; see `queue.rs`.
-    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.queue_signal())
-    }
-
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
         if tokens.is_empty() {
             return Ok(Vec::new());
@@ -385,42 +367,6 @@ impl SlotStore for PgBackend {
         Ok(answers)
     }
 
-    async fn save_checkpoint(
-        &self,
-        owner: &str,
-        lease: &Lease,
-        data: &str,
-    ) -> Result<bool, StoreError> {
-        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.save_checkpoint))
-            .bind(lease.run_id)
-            .bind(lease.token)
-            .bind(owner)
-            .bind(data)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
-        Ok(matched > 0)
-    }
-
-    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
-        let saved: Option<Option<String>> =
-            sqlx::query_scalar(sql(&self.inner.statements.load_checkpoint))
-                .bind(run_id)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(PgError::from)?;
-        Ok(saved.flatten())
-    }
-
-    /// `clock_timestamp()`: the server's clock when the statement runs, which judges heartbeats.
-    async fn store_now(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
-        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
-        Ok(Some(now))
-    }
-
     /// One read.
     async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
         if keys.is_empty() {
@@ -474,6 +420,69 @@ impl SlotStore for PgBackend {
         reason: &str,
     ) -> Result<(), StoreError> {
         self.record_skipped_rows(requests, reason).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for PgBackend {
+    /// `CLAIM` in its enqueue mode, then a `NOTIFY` that wakes the workers; see `queue.rs`.
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        self.enqueue_rows(requests).await
+    }
+
+    /// One read; see `NEXT_DUE` in the crate's `sql/due.rs`.
+    async fn next_due(
+        &self,
+        specs: &[DueSpec],
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        self.next_due_at(specs).await
+    }
+
+    /// `LISTEN` on a connection of its own, started on the first call; see `queue.rs`.
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.queue_signal())
+    }
+}
+
+#[async_trait]
+impl CheckpointStore for PgBackend {
+    async fn save_checkpoint(
+        &self,
+        owner: &str,
+        lease: &Lease,
+        data: &str,
+    ) -> Result<bool, StoreError> {
+        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.save_checkpoint))
+            .bind(lease.run_id)
+            .bind(lease.token)
+            .bind(owner)
+            .bind(data)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(matched > 0)
+    }
+
+    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
+        let saved: Option<Option<String>> =
+            sqlx::query_scalar(sql(&self.inner.statements.load_checkpoint))
+                .bind(run_id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(PgError::from)?;
+        Ok(saved.flatten())
+    }
+}
+
+#[async_trait]
+impl ClockStore for PgBackend {
+    /// `clock_timestamp()`: the server's clock when the statement runs, which judges heartbeats.
+    async fn store_now(&self) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(PgError::from)?;
+        Ok(now)
     }
 }
 

@@ -61,7 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
-use slotguard::store::{LeaseDeadline, LockLease, LockStore, StoreError};
+use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -458,6 +458,15 @@ impl LockStore for RedisLocks {
             return Ok(());
         }
         self.inner.unlock(owner, keys).await
+    }
+
+    /// Frees nothing: a lease lapses by itself after its TTL once its holder stops renewing it.
+    async fn break_stale_locks(
+        &self,
+        _owner: &str,
+        _locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
     }
 
     async fn register_lock_keys(

@@ -677,6 +677,21 @@ impl AdminStore for SqliteBackend {
         Ok(self.shared().slot_times_of(jobs, from, to).await?)
     }
 
+    /// One listing of a single run per job, on the pool.
+    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let job = Some(job.clone());
+            let newest = RunFilter {
+                job,
+                limit: 1,
+                ..RunFilter::default()
+            };
+            out.push(self.shared().list_runs(&newest).await?.pop());
+        }
+        Ok(out)
+    }
+
     async fn latest_slots(
         &self,
         jobs: &[String],

@@ -151,7 +151,7 @@ impl Shared {
     }
 
     /// Claims `requests` for `owner`, or enqueues them for workers (see
-    /// [`SlotStore::enqueue_slots`](slotguard::store::SlotStore::enqueue_slots)).
+    /// [`QueueStore::enqueue_slots`](slotguard::store::QueueStore::enqueue_slots)).
     pub(crate) async fn claim(
         &self,
         owner: &str,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use slotguard::store::{LeaseDeadline, LockLease, LockStore, StoreError};
+use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
@@ -263,5 +263,24 @@ impl LockStore for SqliteBackend {
             return Ok(());
         }
         Ok(self.shared().unlock(owner, keys).await?)
+    }
+
+    /// Frees nothing: a lease lapses by itself after its TTL once its holder stops renewing it.
+    async fn break_stale_locks(
+        &self,
+        _owner: &str,
+        _locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Records nothing: a SQLite file has no table of lock keys (it serves the processes of one
+    /// host, usually one binary's).
+    async fn register_lock_keys(
+        &self,
+        _namespace: &str,
+        _keys: &[(i64, String)],
+    ) -> Result<(), StoreError> {
+        Ok(())
     }
 }

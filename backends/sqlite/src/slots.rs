@@ -9,8 +9,8 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard::ErrorClass;
 use slotguard::store::rules::{self, Mode};
 use slotguard::store::{
-    Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore,
-    StoreError, not_due,
+    CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease, QueueStore,
+    RunStatus, SlotKey, SlotStore, StoreError, not_due,
 };
 
 use crate::claims::{at, first_of_each_job};
@@ -106,7 +106,7 @@ impl Shared {
         }
     }
 
-    /// See [`SlotStore::next_due`].
+    /// See [`QueueStore::next_due`].
     async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, SqliteError> {
         if specs.is_empty() {
             return Ok(None);
@@ -282,23 +282,6 @@ impl SlotStore for SqliteBackend {
         Ok(self.shared().claim(owner, requests, Mode::Claim).await?)
     }
 
-    /// One write transaction for the batch, as [`claim`](SlotStore::claim). No signal: workers
-    /// on SQLite poll.
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(self.shared().claim("", requests, Mode::Enqueue).await?)
-    }
-
-    /// One read on the pool.
-    async fn next_due(
-        &self,
-        specs: &[DueSpec],
-    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
-        Ok(self.shared().next_due(specs).await?)
-    }
-
     async fn claim_due(
         &self,
         owner: &str,
@@ -370,7 +353,35 @@ impl SlotStore for SqliteBackend {
         }
         Ok(answers)
     }
+}
 
+#[async_trait]
+impl QueueStore for SqliteBackend {
+    /// One write transaction for the batch, as [`claim`](SlotStore::claim). No signal: workers
+    /// on SQLite poll ([`due_signal`](QueueStore::due_signal)).
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared().claim("", requests, Mode::Enqueue).await?)
+    }
+
+    /// One read on the pool.
+    async fn next_due(
+        &self,
+        specs: &[DueSpec],
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        Ok(self.shared().next_due(specs).await?)
+    }
+
+    /// `None`: SQLite cannot notify another process, so its workers poll every 100 ms.
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+}
+
+#[async_trait]
+impl CheckpointStore for SqliteBackend {
     async fn save_checkpoint(
         &self,
         owner: &str,
@@ -383,14 +394,19 @@ impl SlotStore for SqliteBackend {
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
         Ok(self.shared().load_checkpoint(run_id).await?)
     }
+}
 
+#[async_trait]
+impl ClockStore for SqliteBackend {
     /// The host's clock, as SQLite reads it: every process on the file shares it.
-    async fn store_now(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    async fn store_now(&self) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
         let shared = self.shared();
         let ms: i64 = sqlx::query_scalar(concat!("SELECT ", crate::now_ms!()))
             .fetch_one(&shared.pool)
             .await
             .map_err(|e| shared.query_error(e))?;
-        Ok(chrono::DateTime::from_timestamp_millis(ms))
+        chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+            StoreError::rejected(format!("the store's clock read {ms} ms, out of range"))
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! Eight backends (eight connection pools, as eight processes would have) race for the same 200 slots
 //! on one file, and then for the same 200 due retries: every slot and every retry is won exactly once.
 
+use slotguard::store::SlotStoreExt as _;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

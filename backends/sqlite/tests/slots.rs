@@ -1,6 +1,7 @@
 //! Slot rows beyond the contract: what each outcome records, recovery of an abandoned run, and
 //! staleness judged per row by the host clock.
 
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use slotguard::ErrorClass;

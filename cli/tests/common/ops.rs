@@ -9,6 +9,7 @@
 //! scenario only would be dead code in a file that does not run that scenario.
 #![allow(dead_code)]
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;

@@ -16,12 +16,13 @@ use crate::context::Checkpoints;
 use crate::entry::{Candidate, RunSlot, Work};
 use crate::policy::{AfterFailure, RetryPolicy};
 use crate::store::{
-    Backend, Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, StoreError,
+    Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore, Store, StoreError,
 };
 
 /// Lets a slot in only if this process wins its row.
 pub(crate) struct SlotGuard {
-    pub(crate) store: Arc<dyn Backend>,
+    /// The store and its capabilities: `build()` checked that it has those this process needs.
+    pub(crate) store: Store,
     pub(crate) owner: Arc<str>,
     pub(crate) heartbeats: Arc<Heartbeats>,
     /// Outcomes of runs that end together go to the store in one call.
@@ -32,7 +33,7 @@ pub(crate) struct SlotGuard {
 pub(crate) type Finisher = Batcher<(Lease, Finish), Result<bool, StoreError>>;
 
 /// The finisher of `owner`'s attempts on `store`.
-pub(crate) fn finisher(store: Arc<dyn Backend>, owner: Arc<str>) -> Finisher {
+pub(crate) fn finisher(store: Arc<dyn SlotStore>, owner: Arc<str>) -> Finisher {
     Batcher::new(move |items: Vec<(Lease, Finish)>| {
         let (store, owner) = (Arc::clone(&store), Arc::clone(&owner));
         async move {
@@ -73,7 +74,7 @@ impl SlotGuard {
             return Vec::new();
         }
         let requests: Vec<ClaimRequest> = batch.iter().filter_map(|c| c.claim_request()).collect();
-        let claims = match self.store.claim(&self.owner, &requests).await {
+        let claims = match self.store.slots.claim(&self.owner, &requests).await {
             Ok(claims) => claims,
             Err(e) => return unavailable(batch.len(), &e),
         };
@@ -101,7 +102,7 @@ impl SlotGuard {
         }
         let specs: Vec<DueSpec> = batch.iter().map(|c| c.job.due_spec()).collect();
         let limit = batch.iter().map(|c| c.due_limit()).max().unwrap_or(1);
-        let claims = match self.store.claim_due(&self.owner, &specs, limit).await {
+        let claims = match self.store.slots.claim_due(&self.owner, &specs, limit).await {
             Ok(claims) => claims,
             Err(e) => return unavailable(batch.len(), &e),
         };
@@ -140,7 +141,7 @@ impl SlotGuard {
             finisher: Arc::clone(&self.finisher),
             heartbeats: Arc::clone(&self.heartbeats),
             checkpoints: Arc::new(SlotCheckpoints {
-                store: Arc::clone(&self.store),
+                store: self.store.clone(),
                 owner: Arc::clone(&self.owner),
                 lease,
             }),
@@ -161,7 +162,7 @@ impl SlotGuard {
         if requests.is_empty() {
             return Ok(());
         }
-        self.store.record_skipped(requests, reason).await
+        self.store.slots.record_skipped(requests, reason).await
     }
 }
 
@@ -195,7 +196,7 @@ type ClaimedRun = (RunSlot, Box<dyn Permit>);
 
 /// Checkpoints of one attempt, written under its fencing token.
 struct SlotCheckpoints {
-    store: Arc<dyn Backend>,
+    store: Store,
     owner: Arc<str>,
     lease: Lease,
 }
@@ -212,6 +213,7 @@ impl std::fmt::Debug for SlotCheckpoints {
 impl Checkpoints for SlotCheckpoints {
     async fn save(&self, data: &str) -> Result<bool, StoreError> {
         self.store
+            .checkpoints()?
             .save_checkpoint(&self.owner, &self.lease, data)
             .await
     }
@@ -220,7 +222,10 @@ impl Checkpoints for SlotCheckpoints {
         if self.lease.attempt <= 1 {
             return Ok(None);
         }
-        self.store.load_checkpoint(self.lease.run_id).await
+        self.store
+            .checkpoints()?
+            .load_checkpoint(self.lease.run_id)
+            .await
     }
 }
 
@@ -346,7 +351,7 @@ impl Heartbeats {
     /// while no attempt is held.
     pub(crate) async fn run(
         &self,
-        store: Arc<dyn Backend>,
+        store: Arc<dyn SlotStore>,
         owner: Arc<str>,
         done: CancellationToken,
     ) {

@@ -18,7 +18,7 @@ use crate::guard::RunOutcome;
 use crate::runtime::Runtime;
 use crate::runtime::chain::{self, Admission};
 use crate::runtime::run;
-use crate::store::{Backend, RunFilter, RunStatus, SlotKey, StoreError};
+use crate::store::{AdminStore, RunFilter, RunStatus, SlotKey, StoreError};
 
 /// How often a process that found its slot running elsewhere looks at the row again.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
@@ -30,7 +30,7 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(15 * 60);
 /// Runs `job`'s slot `slot` once (see [`Scheduler::run_once`](crate::Scheduler::run_once)).
 pub(crate) async fn run(
     rt: &Arc<Runtime>,
-    backend: Option<&Arc<dyn Backend>>,
+    backend: Option<&Arc<dyn AdminStore>>,
     job: &str,
     slot: DateTime<Utc>,
 ) -> Result<RunOnce, RunOnceError> {
@@ -93,7 +93,7 @@ pub(crate) async fn run(
 /// slot left undone.
 async fn retry(
     rt: &Arc<Runtime>,
-    backend: Option<&Arc<dyn Backend>>,
+    backend: Option<&Arc<dyn AdminStore>>,
     job: &Arc<JobEntry>,
     (slot, at): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<RunOnce, RunOnceError> {
@@ -181,7 +181,7 @@ async fn ran(
 
 /// The slot's row, if the job has them.
 async fn row(
-    backend: Option<&Arc<dyn Backend>>,
+    backend: Option<&Arc<dyn AdminStore>>,
     job: &JobEntry,
     slot: DateTime<Utc>,
 ) -> Result<Option<crate::store::RunRecord>, RunOnceError> {

@@ -36,8 +36,8 @@ pub(crate) async fn plan(
         return Ok(Vec::new());
     }
     let names: Vec<String> = jobs.iter().map(|j| j.name.to_string()).collect();
-    let marks = slots.store.latest_slots(&names).await?;
-    let records = slots.store.jobs().await?;
+    let marks = slots.store.admin()?.latest_slots(&names).await?;
+    let records = slots.store.admin()?.jobs().await?;
     let now = rt.clock.now();
     let mut missed = Vec::new();
     for (job, mark) in jobs.iter().zip(marks) {
@@ -74,7 +74,7 @@ pub(crate) async fn plan(
         actor: rt.owner.to_string(),
         reason: "slot missed while no replica ran".into(),
     };
-    let created = slots.store.enqueue(&runs, &audit).await?;
+    let created = slots.store.admin()?.enqueue(&runs, &audit).await?;
     let count = created.iter().filter(|c| c.is_some()).count();
     tracing::info!(
         event = "job_catch_up_planned",

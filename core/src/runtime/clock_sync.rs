@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, ClockSync, SharedClock};
-use crate::store::{Backend, StoreError};
+use crate::store::{ClockStore, StoreError};
 
 /// Round trips per measurement; the shortest one is kept.
 const SAMPLES: usize = 3;
@@ -65,17 +65,15 @@ impl SyncedClock {
     }
 
     /// Reads the store's clock [`SAMPLES`] times and keeps the reading with the shortest round trip.
-    /// Returns the skew (local minus store), or `None` when the store has no clock to compare with.
+    /// Returns the skew (local minus store).
     pub(crate) async fn measure(
         &self,
-        store: &dyn Backend,
+        store: &dyn ClockStore,
     ) -> Result<Option<chrono::TimeDelta>, StoreError> {
         let mut best: Option<(Duration, Sample)> = None;
         for _ in 0..SAMPLES {
             let sent = Instant::now();
-            let Some(store_now) = store.store_now().await? else {
-                return Ok(None);
-            };
+            let store_now = store.store_now().await?;
             let rtt = sent.elapsed();
             if best.is_none_or(|(b, _)| rtt < b) {
                 let sample = Sample {
@@ -166,7 +164,7 @@ impl Clock for SyncedClock {
 /// Measures the clock every `every` until `stop`.
 pub(crate) async fn watch(
     clock: Arc<SyncedClock>,
-    store: Arc<dyn Backend>,
+    store: Arc<dyn ClockStore>,
     every: Duration,
     stop: CancellationToken,
 ) {

@@ -6,11 +6,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Runtime;
-use crate::store::{Backend, JobDefinition, StoreError};
+use crate::store::{AdminStore, JobDefinition, StoreError};
 
 /// Registers this scheduler's jobs in the store (so operators and the CLI see them) and reads their
 /// pause state.
-pub(crate) async fn register(rt: &Runtime, store: &dyn Backend) -> Result<(), StoreError> {
+pub(crate) async fn register(rt: &Runtime, store: &dyn AdminStore) -> Result<(), StoreError> {
     let definitions: Vec<JobDefinition> = rt
         .jobs
         .iter()
@@ -28,7 +28,7 @@ pub(crate) async fn register(rt: &Runtime, store: &dyn Backend) -> Result<(), St
 }
 
 /// Reads the stored pause state of every job into its flag.
-pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn Backend) -> Result<(), StoreError> {
+pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn AdminStore) -> Result<(), StoreError> {
     let records = store.jobs().await?;
     for job in &rt.jobs {
         let record = records.iter().find(|r| r.definition.name == *job.name);
@@ -50,7 +50,7 @@ pub(crate) async fn refresh_pauses(rt: &Runtime, store: &dyn Backend) -> Result<
 }
 
 /// Refreshes the pause state every `every` until shutdown.
-pub(crate) async fn watch(rt: Arc<Runtime>, store: Arc<dyn Backend>, every: Duration) {
+pub(crate) async fn watch(rt: Arc<Runtime>, store: Arc<dyn AdminStore>, every: Duration) {
     loop {
         tokio::select! {
             () = rt.stop.cancelled() => return,

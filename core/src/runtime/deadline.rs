@@ -6,17 +6,17 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::entry::JobEntry;
-use crate::store::{Backend, RunFilter, RunStatus};
+use crate::store::{AdminStore, RunFilter, RunStatus};
 
 use super::Runtime;
 
 /// Starts the deadline watch of `slot` when its job has a deadline and the scheduler a store.
 pub(crate) fn watch(rt: &Arc<Runtime>, job: &Arc<JobEntry>, slot: DateTime<Utc>) {
-    if let (Some(deadline), Some(slots)) = (job.deadline, &rt.slots) {
-        let store = &slots.store;
+    let store = rt.slots.as_ref().and_then(|s| s.store.admin.clone());
+    if let (Some(deadline), Some(store)) = (job.deadline, store) {
         rt.tracker.spawn(watch_deadline(
             Arc::clone(rt),
-            Arc::clone(store),
+            store,
             Arc::clone(job),
             slot,
             deadline,
@@ -26,7 +26,7 @@ pub(crate) fn watch(rt: &Arc<Runtime>, job: &Arc<JobEntry>, slot: DateTime<Utc>)
 
 async fn watch_deadline(
     rt: Arc<Runtime>,
-    store: Arc<dyn Backend>,
+    store: Arc<dyn AdminStore>,
     job: Arc<JobEntry>,
     slot: DateTime<Utc>,
     deadline: Duration,

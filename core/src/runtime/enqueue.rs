@@ -21,7 +21,11 @@ pub(crate) async fn enqueue(rt: Arc<Runtime>, batch: Vec<Candidate>) {
     while !batch.is_empty() {
         let requests: Vec<ClaimRequest> =
             batch.iter().filter_map(Candidate::claim_request).collect();
-        match slots.store.enqueue_slots(&requests).await {
+        let queued = match slots.store.queue() {
+            Ok(queue) => queue.enqueue_slots(&requests).await,
+            Err(e) => Err(e),
+        };
+        match queued {
             Ok(answers) => {
                 log(&requests, &answers);
                 break;

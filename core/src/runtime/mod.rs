@@ -44,7 +44,12 @@ pub(crate) struct Runtime {
     pub(crate) stop: CancellationToken,
     /// Phase two: tell running jobs to stop.
     pub(crate) cancel: CancellationToken,
+    /// The work: timer, ticks, runs, recovery, the worker loop, catch-up and the store's watches.
+    /// Shutdown closes it and waits for it (the grace period, then the stop).
     pub(crate) tracker: TaskTracker,
+    /// The upkeep that outlives the work: heartbeats of the runs and the registry row. Shutdown
+    /// ends it once `tracker` is drained, and waits for it (the row removed).
+    pub(crate) upkeep: TaskTracker,
     pub(crate) grace: Duration,
     /// After `cancel`, how long a job body gets to return before it is dropped.
     pub(crate) kill_after: Duration,

@@ -121,7 +121,7 @@ async fn which_due(
     let mut due: Vec<String> = direct.iter().map(|j| j.name.to_string()).collect();
     if !asked.is_empty() {
         let asked: Vec<_> = asked.iter().map(|j| j.due_spec()).collect();
-        match slots.store.due_jobs(&asked).await {
+        match slots.store.slots.due_jobs(&asked).await {
             Ok(found) => due.extend(found),
             Err(e) => {
                 tracing::warn!(error = %e, "could not look for due work; will look again next round");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use crate::store::{Backend, ReplicaInfo};
+use crate::store::{ReplicaInfo, ReplicaStore};
 
 /// The roles this process records: its [`Role`](crate::Role) (one today; a list, so that a process
 /// may take several).
@@ -60,7 +60,7 @@ fn info(rt: &Runtime, gone_after: Duration) -> ReplicaInfo {
 /// runs have ended), then removes it. Failures are logged; the next refresh writes the row again.
 pub(crate) async fn keep(
     rt: Arc<Runtime>,
-    store: Arc<dyn Backend>,
+    store: Arc<dyn ReplicaStore>,
     every: Duration,
     gone_after: Duration,
     done: CancellationToken,

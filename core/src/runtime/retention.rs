@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Runtime;
 use crate::guard::GuardLevel;
-use crate::store::{Backend, PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec};
+use crate::store::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, RetentionStore, Store};
 
 /// The pause between two batches of one pass: a large backlog is deleted at a pace the store's
 /// other users do not notice.
@@ -20,18 +20,22 @@ const MAX_BATCHES: usize = 200;
 const FORGET_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// One pass every `every` until shutdown.
-pub(crate) async fn prune(rt: Arc<Runtime>, store: Arc<dyn Backend>, every: Duration) {
+pub(crate) async fn prune(rt: Arc<Runtime>, store: Store, every: Duration) {
     loop {
         tokio::select! {
             () = rt.stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        pass(&rt, &*store).await;
+        pass(&rt, &store).await;
     }
 }
 
-/// One pass, if this replica takes the prune lock; the runs deleted.
-pub(crate) async fn pass(rt: &Runtime, store: &dyn Backend) -> u64 {
+/// One pass, if this replica takes the prune lock (the store's own lock); the runs deleted.
+/// `build()` made sure the store has locks, replicas and retention.
+pub(crate) async fn pass(rt: &Runtime, store: &Store) -> u64 {
+    let (Some(locks), Some(retention)) = (&store.locks, &store.retention) else {
+        return 0;
+    };
     let specs: Vec<PruneSpec> = rt
         .jobs
         .iter()
@@ -44,7 +48,7 @@ pub(crate) async fn pass(rt: &Runtime, store: &dyn Backend) -> u64 {
     if specs.is_empty() {
         return 0;
     }
-    let held = match store.try_lock(&rt.owner, &[PRUNE_LOCK_KEY]).await {
+    let held = match locks.try_lock(&rt.owner, &[PRUNE_LOCK_KEY]).await {
         Ok(mut leases) => leases.pop().flatten().is_some(),
         Err(e) => {
             tracing::warn!(error = %e, "could not take the prune lock; pruning next interval");
@@ -54,11 +58,15 @@ pub(crate) async fn pass(rt: &Runtime, store: &dyn Backend) -> u64 {
     if !held {
         return 0;
     }
-    let deleted = batches(rt, store, &specs).await;
-    if let Err(e) = store.forget_replicas(FORGET_AFTER).await {
+    let deleted = batches(rt, &**retention, &specs).await;
+    let forgotten = match &store.replicas {
+        Some(replicas) => replicas.forget_replicas(FORGET_AFTER).await.map(|_| ()),
+        None => Ok(()),
+    };
+    if let Err(e) = forgotten {
         tracing::warn!(error = %e, "could not forget replicas gone for a day");
     }
-    if let Err(e) = store.unlock(&rt.owner, &[PRUNE_LOCK_KEY]).await {
+    if let Err(e) = locks.unlock(&rt.owner, &[PRUNE_LOCK_KEY]).await {
         tracing::warn!(error = %e, "could not release the prune lock; it lapses on its own");
     }
     if deleted > 0 {
@@ -72,7 +80,7 @@ pub(crate) async fn pass(rt: &Runtime, store: &dyn Backend) -> u64 {
 }
 
 /// Batches of [`PRUNE_BATCH`] runs, paced, until one comes back short.
-async fn batches(rt: &Runtime, store: &dyn Backend, specs: &[PruneSpec]) -> u64 {
+async fn batches(rt: &Runtime, store: &dyn RetentionStore, specs: &[PruneSpec]) -> u64 {
     let mut deleted = 0;
     for _ in 0..MAX_BATCHES {
         let pruned = match store.prune_runs(specs, PRUNE_BATCH).await {

@@ -83,7 +83,7 @@ async fn without_rows(rt: &Runtime, batch: Vec<Candidate>) -> Vec<Candidate> {
     if keys.len() != batch.len() {
         return batch;
     }
-    match slots.store.existing_slots(&keys).await {
+    match slots.store.slots.existing_slots(&keys).await {
         Ok(found) if found.len() == batch.len() => batch
             .into_iter()
             .zip(found)

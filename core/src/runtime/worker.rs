@@ -29,7 +29,10 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
     if !rt.jobs.iter().any(|j| j.layers.slot) {
         return;
     }
-    let mut signal = slots.store.due_signal().await;
+    let mut signal = match slots.store.queue() {
+        Ok(queue) => queue.due_signal().await,
+        Err(_) => None,
+    };
     let poll = if signal.is_none() {
         poll.min(POLL_WITHOUT_SIGNAL)
     } else {
@@ -103,7 +106,11 @@ async fn next_due(rt: &Runtime) -> Option<Instant> {
     if specs.is_empty() {
         return None;
     }
-    match slots.store.next_due(&specs).await {
+    let next = match slots.store.queue() {
+        Ok(queue) => queue.next_due(&specs).await,
+        Err(e) => Err(e),
+    };
+    match next {
         Ok(Some(at)) => {
             let wait = (at - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
             Some(Instant::now() + wait)

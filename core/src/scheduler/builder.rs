@@ -20,7 +20,7 @@ use crate::job::{self, Job};
 use crate::role::Role;
 use crate::runtime::Runtime;
 use crate::state::StateMap;
-use crate::store::{Backend, LockStore};
+use crate::store::{Backend, LockStore, Store};
 
 use super::Scheduler;
 use super::validate::{
@@ -47,7 +47,7 @@ pub struct JobInfo<'a> {
 pub struct SchedulerBuilder {
     jobs: Vec<Job>,
     discover: bool,
-    backend: Option<Arc<dyn Backend>>,
+    store: Option<Store>,
     lock_store: Option<Arc<dyn LockStore>>,
     state: StateMap,
     default_tz: Option<String>,
@@ -80,7 +80,7 @@ impl Default for SchedulerBuilder {
         SchedulerBuilder {
             jobs: Vec::new(),
             discover: false,
-            backend: None,
+            store: None,
             lock_store: None,
             state: StateMap::default(),
             default_tz: None,
@@ -114,7 +114,7 @@ impl fmt::Debug for SchedulerBuilder {
         f.debug_struct("SchedulerBuilder")
             .field("jobs", &self.jobs)
             .field("discover", &self.discover)
-            .field("backend", &self.backend.as_ref().map(|b| b.name()))
+            .field("store", &self.store)
             .field("default_tz", &self.default_tz)
             .field("default_guard", &self.default_guard)
             .finish_non_exhaustive()
@@ -138,8 +138,9 @@ impl SchedulerBuilder {
 
     /// What this process does with its jobs (default [`Role::All`]: it computes slots and runs
     /// them). [`Role::Scheduler`] enqueues slots for workers, [`Role::Worker`] runs queued slots,
-    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend and every job at
-    /// the `slot` level: the slot table is their queue. See `docs/workers.md`.
+    /// [`Role::Admin`] does neither. The scheduler and worker roles need a backend (or a
+    /// [`store`](Self::store) with the queue) and every job at the `slot` level: the slot table is
+    /// their queue. See `docs/workers.md`.
     pub fn role(mut self, role: Role) -> Self {
         self.role = role;
         self
@@ -210,9 +211,21 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The store for the `lock` and `slot` levels. With a backend the default level is `slot`.
+    /// The store for the `lock` and `slot` levels, with every capability: every role and setting
+    /// can use it. With a backend the default level is `slot`.
     pub fn backend(mut self, backend: impl Backend) -> Self {
-        self.backend = Some(Arc::new(backend));
+        self.store = Some(Store::full(Arc::new(backend)));
+        self
+    }
+
+    /// A store that has only some capabilities ([`Store::new`] and its `with_*` methods), in place
+    /// of a [`backend`](Self::backend). `build()` names each capability the role's tasks need and
+    /// the store lacks ([`ConfigError::MissingCapability`]): the queue for the `scheduler` and
+    /// `worker` roles, checkpoints where `slot`-level bodies run, the store's clock unless
+    /// [`clock_sync`](Self::clock_sync) is `Off`, and admin, replicas, retention and locks for every
+    /// role (registration and pauses, the registry, pruning). [`Scheduler::admin`] needs a backend.
+    pub fn store(mut self, store: Store) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -228,11 +241,9 @@ impl SchedulerBuilder {
 
     /// The lock store the `lock` layer uses: the explicit one, else the backend's own locks.
     fn locks(&self) -> Option<Arc<dyn LockStore>> {
-        self.lock_store.clone().or_else(|| {
-            self.backend
-                .as_ref()
-                .map(|b| Arc::clone(b) as Arc<dyn LockStore>)
-        })
+        self.lock_store
+            .clone()
+            .or_else(|| self.store.as_ref().and_then(|s| s.locks.clone()))
     }
 
     /// Application state, looked up by type with [`JobContext::state`](crate::JobContext::state).
@@ -352,7 +363,7 @@ impl SchedulerBuilder {
         };
         let defaults = Defaults {
             zone: default_zone,
-            level: self.default_guard.unwrap_or(if self.backend.is_some() {
+            level: self.default_guard.unwrap_or(if self.store.is_some() {
                 GuardLevel::Slot
             } else if self.lock_store.is_some() {
                 GuardLevel::Lock
@@ -360,8 +371,8 @@ impl SchedulerBuilder {
                 GuardLevel::Local
             }),
             dst: self.default_dst,
-            has_backend: self.backend.is_some(),
-            has_locks: self.backend.is_some() || self.lock_store.is_some(),
+            has_backend: self.store.is_some(),
+            has_locks: self.locks().is_some(),
             stale_after: self.stale_after,
             namespace: &self.namespace,
             retention: self.retention,
@@ -397,6 +408,11 @@ impl SchedulerBuilder {
                 Ok(entry) => entries.push(Arc::new(entry)),
                 Err(found) => problems.extend(found),
             }
+        }
+        if let Some(store) = &self.store {
+            let slot_jobs = entries.iter().any(|e| e.level == GuardLevel::Slot);
+            let measured = self.clock_sync_mode() != ClockSync::Off;
+            problems.extend(super::tasks::missing(self.role, store, slot_jobs, measured));
         }
         if !problems.is_empty() {
             return Err(BuildError { problems });
@@ -435,7 +451,7 @@ impl SchedulerBuilder {
                 "0 would run nothing: expected 1 or more".to_owned(),
             );
         }
-        if matches!(self.role, Role::Scheduler | Role::Worker) && self.backend.is_none() {
+        if matches!(self.role, Role::Scheduler | Role::Worker) && self.store.is_none() {
             setting(
                 "role",
                 format!(
@@ -463,7 +479,7 @@ impl SchedulerBuilder {
     /// slot through the store, so they need its rows.
     fn role_refuses(&self, job: &JobEntry) -> bool {
         matches!(self.role, Role::Scheduler | Role::Worker)
-            && self.backend.is_some()
+            && self.store.is_some()
             && job.level != GuardLevel::Slot
     }
 
@@ -483,6 +499,16 @@ impl SchedulerBuilder {
         jobs
     }
 
+    /// Whether and how the clock follows the store's: as set, else `FOLLOW` (`Observe` with an
+    /// injected clock).
+    fn clock_sync_mode(&self) -> ClockSync {
+        self.clock_sync.unwrap_or(if self.clock_injected {
+            ClockSync::Observe
+        } else {
+            ClockSync::FOLLOW
+        })
+    }
+
     /// The runtime of validated `jobs`: the guard layers this scheduler has, its clock and owner.
     fn runtime(&mut self, jobs: Vec<Arc<JobEntry>>) -> Runtime {
         let owner: Arc<str> =
@@ -496,23 +522,19 @@ impl SchedulerBuilder {
                 owner: Arc::clone(&owner),
             }));
         }
-        if let Some(backend) = &self.backend {
+        if let Some(store) = &self.store {
             let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
             let slot_guard = Arc::new(SlotGuard {
-                store: Arc::clone(backend),
+                store: store.clone(),
                 owner: Arc::clone(&owner),
                 heartbeats: beats,
-                finisher: Arc::new(finisher(Arc::clone(backend), Arc::clone(&owner))),
+                finisher: Arc::new(finisher(Arc::clone(&store.slots), Arc::clone(&owner))),
             });
             guards.push(Arc::clone(&slot_guard) as Arc<dyn Guard>);
             slots = Some(slot_guard);
         }
-        let sync = self.clock_sync.unwrap_or(if self.clock_injected {
-            ClockSync::Observe
-        } else {
-            ClockSync::FOLLOW
-        });
-        let synced = (self.backend.is_some() && sync != ClockSync::Off).then(|| {
+        let sync = self.clock_sync_mode();
+        let synced = (self.store.is_some() && sync != ClockSync::Off).then(|| {
             Arc::new(crate::runtime::clock_sync::SyncedClock::new(
                 Arc::clone(&self.clock),
                 sync,
@@ -524,7 +546,7 @@ impl SchedulerBuilder {
         };
         let spread = self
             .spread
-            .unwrap_or(if self.backend.is_some() && !self.clock_injected {
+            .unwrap_or(if self.store.is_some() && !self.clock_injected {
                 DEFAULT_SPREAD
             } else {
                 Duration::ZERO
@@ -538,6 +560,7 @@ impl SchedulerBuilder {
             stop: CancellationToken::new(),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            upkeep: TaskTracker::new(),
             grace: self.grace,
             kill_after: self.kill_after,
             claim_ahead: if self.role == Role::Scheduler && !self.claim_ahead_set {
@@ -568,7 +591,7 @@ impl SchedulerBuilder {
     fn scheduler(self, runtime: Runtime) -> Scheduler {
         Scheduler {
             runtime: Arc::new(runtime),
-            backend: self.backend,
+            store: self.store,
             lock_store: self.lock_store,
             recovery_interval: self
                 .recovery_interval

@@ -5,6 +5,8 @@ use std::fmt;
 use slotguard_cron::{ScheduleError, UnknownZone};
 
 use crate::guard::GuardLevel;
+use crate::role::Role;
+use crate::store::Capability;
 
 /// One or more jobs or settings were rejected by [`SchedulerBuilder::build`](super::SchedulerBuilder::build)(super::SchedulerBuilder::build).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +85,22 @@ pub enum ConfigError {
         job: String,
         /// What it asked for.
         what: &'static str,
+    },
+    /// The store lacks a capability that a task of this process's role needs: a store given as a
+    /// [`Store`](crate::store::Store) without that trait (a [`Backend`](crate::store::Backend) has
+    /// every one).
+    #[error(
+        "store `{store}`: the `{role}` role's {task} needs {capability}, which this store does not have"
+    )]
+    MissingCapability {
+        /// The store's name.
+        store: &'static str,
+        /// The role.
+        role: Role,
+        /// The task of the role that needs it (`timer`, `worker loop`, `catch-up`, …).
+        task: &'static str,
+        /// The capability.
+        capability: Capability,
     },
     /// The default zone is invalid.
     #[error("default zone: {0}")]

@@ -4,6 +4,7 @@
 
 mod builder;
 mod error;
+mod tasks;
 mod validate;
 
 pub use builder::{JobInfo, SchedulerBuilder};
@@ -17,11 +18,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::GuardLevel;
-use crate::guard::slot::SlotGuard;
 use crate::handle::SchedulerHandle;
-use crate::role::Role;
 use crate::runtime::Runtime;
-use crate::store::{Backend, LockStore};
+use crate::store::{LockStore, Store};
 
 /// The longest job name accepted, in characters.
 pub const MAX_JOB_NAME_CHARS: usize = slotguard_cron::MAX_NAME_CHARS;
@@ -42,7 +41,8 @@ pub const MAX_JOB_NAME_CHARS: usize = slotguard_cron::MAX_NAME_CHARS;
 /// ```
 pub struct Scheduler {
     runtime: Arc<Runtime>,
-    backend: Option<Arc<dyn Backend>>,
+    /// The store and its capabilities (`build()` checked them against the role's tasks).
+    store: Option<Store>,
     /// The explicit lock store, when the locks are not the backend's.
     lock_store: Option<Arc<dyn LockStore>>,
     recovery_interval: Duration,
@@ -59,7 +59,7 @@ impl fmt::Debug for Scheduler {
         f.debug_struct("Scheduler")
             .field("instance_id", &self.runtime.owner)
             .field("jobs", &self.runtime.jobs.len())
-            .field("backend", &self.backend.as_ref().map(|b| b.name()))
+            .field("store", &self.store.as_ref().map(Store::name))
             .finish_non_exhaustive()
     }
 }
@@ -100,10 +100,12 @@ impl Scheduler {
             .filter(|j| j.level >= GuardLevel::Lock)
             .map(|j| (j.lock_key, j.name.to_string()))
             .collect();
-        if let Some(backend) = &self.backend {
-            sync_clock(&self.runtime, &**backend).await;
-            if !keys.is_empty() {
-                backend.register_lock_keys(&self.namespace, &keys).await?;
+        if let Some(store) = &self.store {
+            sync_clock(&self.runtime, store).await;
+            if let Some(locks) = &store.locks
+                && !keys.is_empty()
+            {
+                locks.register_lock_keys(&self.namespace, &keys).await?;
             }
         }
         if let Some(locks) = &self.lock_store
@@ -111,9 +113,9 @@ impl Scheduler {
         {
             locks.register_lock_keys(&self.namespace, &keys).await?;
         }
-        let prepared = match (&self.backend, &self.runtime.slots) {
-            (Some(backend), slots) => {
-                crate::runtime::control::register(&self.runtime, &**backend).await?;
+        let prepared = match (&self.store, &self.runtime.slots) {
+            (Some(store), slots) => {
+                crate::runtime::control::register(&self.runtime, &**store.admin()?).await?;
                 match slots {
                     Some(slots) if self.runtime.role.schedules() => {
                         crate::runtime::catchup::plan(&self.runtime, slots, self.catch_up_rate)
@@ -140,8 +142,8 @@ impl Scheduler {
     /// The store this scheduler was built with, shared: what the admin API
     /// (`slotguard_admin::Admin::of`) and an application's own tools read and change. `None`
     /// without a backend.
-    pub fn backend(&self) -> Option<Arc<dyn Backend>> {
-        self.backend.as_ref().map(Arc::clone)
+    pub fn backend(&self) -> Option<Arc<dyn crate::store::Backend>> {
+        self.store.as_ref()?.backend().map(Arc::clone)
     }
 
     /// The clock this scheduler reads "now" from ([`TokioClock`](crate::TokioClock) in tests in
@@ -154,30 +156,6 @@ impl Scheduler {
     /// ([`SchedulerBuilder::stale_after`](crate::SchedulerBuilder::stale_after)).
     pub fn stale_after(&self) -> Duration {
         self.stale_after
-    }
-
-    /// Starts the upkeep of the store: the heartbeats of the runs this process executes and its row
-    /// in the replica registry until `done` (after a shutdown's runs; the row is then removed), and
-    /// pruning of history past its retention until shutdown. The registry task is returned: the
-    /// shutdown waits for its removal.
-    fn upkeep(&self, done: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
-        let backend = self.backend.as_ref()?;
-        if self.runtime.role.executes() {
-            spawn_heartbeats(&self.runtime, backend, done);
-        }
-        self.runtime.tracker.spawn(crate::runtime::retention::prune(
-            Arc::clone(&self.runtime),
-            Arc::clone(backend),
-            self.prune_interval,
-        ));
-        let every = self.recovery_interval;
-        Some(tokio::spawn(crate::runtime::registry::keep(
-            Arc::clone(&self.runtime),
-            Arc::clone(backend),
-            every,
-            crate::runtime::registry::gone_after(every, self.stale_after),
-            done.clone(),
-        )))
     }
 
     /// Runs one slot of `job` through its guard chain, then stops: the way to run slotguard under an
@@ -202,9 +180,10 @@ impl Scheduler {
         source: crate::SlotSource,
     ) -> Result<crate::RunOnce, crate::RunOnceError> {
         let store_error = crate::RunOnceError::Store;
-        if let Some(backend) = &self.backend {
-            sync_clock(&self.runtime, &**backend).await;
-            crate::runtime::control::register(&self.runtime, &**backend)
+        if let Some(store) = &self.store {
+            sync_clock(&self.runtime, store).await;
+            let admin = store.admin().map_err(store_error)?;
+            crate::runtime::control::register(&self.runtime, &**admin)
                 .await
                 .map_err(store_error)?;
         }
@@ -217,95 +196,45 @@ impl Scheduler {
                 ));
             }
         };
-        let (rt, backend) = (Arc::clone(&self.runtime), self.backend.clone());
+        let rt = Arc::clone(&self.runtime);
         let heartbeat_done = CancellationToken::new();
-        if let Some(backend) = &backend {
-            spawn_heartbeats(&rt, backend, &heartbeat_done);
+        if let Some(store) = &self.store {
+            tasks::spawn_heartbeats(&rt, store, &heartbeat_done);
         }
-        let handle = SchedulerHandle::new(Arc::clone(&rt), None, heartbeat_done);
+        let handle = SchedulerHandle::new(Arc::clone(&rt), heartbeat_done);
         shut_down_on(self.external, &handle);
-        let done = crate::once::run(&rt, backend.as_ref(), job, slot).await;
+        let admin = self.store.as_ref().and_then(|s| s.admin.as_ref());
+        let done = crate::once::run(&rt, admin, job, slot).await;
         handle.shutdown().await;
         done
     }
 
-    /// `prepared`: the catch-up due times when registration and planning already happened.
+    /// Starts the role's task set ([`tasks::TASK_SETS`]). `prepared`: the catch-up due times when
+    /// registration and planning already happened.
     fn launch(self, prepared: Option<Vec<chrono::DateTime<chrono::Utc>>>) -> SchedulerHandle {
         let heartbeat_done = CancellationToken::new();
-        let role = self.runtime.role;
-        let registry = self.upkeep(&heartbeat_done);
-        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), registry, heartbeat_done);
-        let rt = &self.runtime;
-        if let (Some(synced), Some(backend)) = (&rt.synced, &self.backend) {
-            // `try_start` measured before it registered; `start` measures before the timer plans.
-            let first = prepared.is_none().then(|| Arc::clone(backend));
-            let (rt, synced, backend) = (Arc::clone(rt), Arc::clone(synced), Arc::clone(backend));
-            let every = self.clock_check;
-            self.runtime.tracker.spawn(async move {
-                if let Some(store) = first {
-                    sync_clock(&rt, &*store).await;
-                }
-                if role.schedules() {
-                    rt.tracker
-                        .spawn(crate::runtime::timer::drive(Arc::clone(&rt)));
-                }
-                crate::runtime::clock_sync::watch(synced, backend, every, rt.stop.clone()).await;
-            });
-        } else if role.schedules() {
-            rt.tracker
-                .spawn(crate::runtime::timer::drive(Arc::clone(rt)));
+        let handle = SchedulerHandle::new(Arc::clone(&self.runtime), heartbeat_done.clone());
+        tasks::Start {
+            rt: &self.runtime,
+            store: self.store.as_ref(),
+            prepared,
+            done: heartbeat_done,
+            recovery_interval: self.recovery_interval,
+            stale_after: self.stale_after,
+            clock_check: self.clock_check,
+            prune_interval: self.prune_interval,
+            catch_up_rate: self.catch_up_rate,
         }
-        if let Some(backend) = self.backend {
-            let (rt, slots, every, rate) = (
-                Arc::clone(rt),
-                self.runtime.slots.clone(),
-                self.recovery_interval,
-                self.catch_up_rate,
-            );
-            self.runtime.tracker.spawn(async move {
-                let due = match prepared {
-                    Some(due) => due,
-                    None => prepare(&rt, &*backend, slots.as_deref(), rate).await,
-                };
-                // A scheduler's catch-up rows wait in the queue for workers.
-                if slots.is_some() && !due.is_empty() && role == Role::All {
-                    rt.tracker
-                        .spawn(crate::runtime::catchup::pump(Arc::clone(&rt), due));
-                }
-                crate::runtime::control::watch(rt, backend, every).await;
-            });
-        }
-        if self.runtime.slots.is_some() {
-            let (rt, every) = (Arc::clone(&self.runtime), self.recovery_interval);
-            match role {
-                Role::All => self
-                    .runtime
-                    .tracker
-                    .spawn(crate::runtime::recover::recover(rt, every)),
-                Role::Worker => self
-                    .runtime
-                    .tracker
-                    .spawn(crate::runtime::worker::work(rt, every)),
-                _ => self.runtime.tracker.spawn(async {}),
-            };
-        }
+        .spawn_all();
         shut_down_on(self.external, &handle);
         tracing::info!(
             instance_id = %self.runtime.owner,
             jobs = self.runtime.jobs.len(),
-            role = %role,
+            role = %self.runtime.role,
             "scheduler started"
         );
         handle
     }
-}
-
-/// Keeps the heartbeats of the attempts this process holds, until `done`.
-fn spawn_heartbeats(rt: &Runtime, backend: &Arc<dyn Backend>, done: &CancellationToken) {
-    let Some(slots) = &rt.slots else { return };
-    let heartbeats = Arc::clone(&slots.heartbeats);
-    let (owner, done, backend) = (Arc::clone(&rt.owner), done.clone(), Arc::clone(backend));
-    tokio::spawn(async move { heartbeats.run(backend, owner, done).await });
 }
 
 /// Shuts `handle` down when the application's `external` token is cancelled
@@ -323,9 +252,11 @@ fn shut_down_on(external: Option<CancellationToken>, handle: &SchedulerHandle) {
 
 /// Measures the clock against the store's once, before slots are planned; a failure is logged (the
 /// next measurement comes with the clock check interval).
-async fn sync_clock(rt: &Runtime, backend: &dyn Backend) {
-    let Some(synced) = &rt.synced else { return };
-    match tokio::time::timeout(Duration::from_secs(2), synced.measure(backend)).await {
+async fn sync_clock(rt: &Runtime, store: &Store) {
+    let (Some(synced), Some(clock)) = (&rt.synced, &store.clock) else {
+        return;
+    };
+    match tokio::time::timeout(Duration::from_secs(2), synced.measure(&**clock)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "could not read the store's clock; slots follow this replica's clock until it can")
@@ -334,25 +265,4 @@ async fn sync_clock(rt: &Runtime, backend: &dyn Backend) {
             "the store's clock did not answer within 2 s; slots follow this replica's clock until it does"
         ),
     }
-}
-
-/// Registration and catch-up planning for [`Scheduler::start`], which cannot report failures.
-async fn prepare(
-    rt: &Runtime,
-    backend: &dyn Backend,
-    slots: Option<&SlotGuard>,
-    rate: f64,
-) -> Vec<chrono::DateTime<chrono::Utc>> {
-    if let Err(e) = crate::runtime::control::register(rt, backend).await {
-        tracing::warn!(error = %e, "could not register jobs or read their pause state");
-    }
-    let Some(slots) = slots.filter(|_| rt.role.schedules()) else {
-        return Vec::new();
-    };
-    crate::runtime::catchup::plan(rt, slots, rate)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "could not plan catch-up; missed slots stay missed");
-            Vec::new()
-        })
 }

@@ -226,36 +226,18 @@ pub trait AdminStore: Send + Sync + 'static {
     ) -> Result<Vec<DateTime<Utc>>, StoreError>;
 
     /// [`slot_times`](Self::slot_times) of several jobs over one range: one list per job, in the
-    /// order asked (empty for a job with no row). The default asks once per job; a store that can
-    /// answer in one statement should (the missed-slots page asks for every job).
+    /// order asked (empty for a job with no row). The missed-slots page asks for every job, so a
+    /// store that can answer in one statement should.
     async fn slot_times_of(
         &self,
         jobs: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            out.push(self.slot_times(job, from, to).await?);
-        }
-        Ok(out)
-    }
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError>;
 
     /// For each job, in order, its newest run (by slot, with its attempts), or `None` for a job with
-    /// no run. The default asks [`runs`](Self::runs) once per job; a store that can answer in one
-    /// statement should.
-    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let filter = RunFilter {
-                job: Some(job.clone()),
-                limit: 1,
-                ..RunFilter::default()
-            };
-            out.push(self.runs(&filter).await?.pop());
-        }
-        Ok(out)
-    }
+    /// no run. A store that can answer in one statement should.
+    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError>;
 
     /// For each job, the latest slot instant among its `schedule`, `catch_up` and `backfill` rows:
     /// the watermark catch-up starts from. `None` for a job with no such row.
@@ -281,15 +263,6 @@ pub trait AdminStore: Send + Sync + 'static {
     /// `abandoned`. The process running it finds out at its next heartbeat (its token is no longer
     /// `running`), tells the job, and its completion is refused. Other statuses are refused.
     async fn cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<RunChange, StoreError>;
-
-    /// The audit trail, newest first, optionally for one job.
-    async fn audit_log(
-        &self,
-        job: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<AuditRecord>, StoreError> {
-        self.audit_page(job, None, limit).await
-    }
 
     /// The audit trail, newest first, optionally for one job, from the record before id `before`
     /// (the id of the last record of the previous page) when given: the page after it.

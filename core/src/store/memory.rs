@@ -448,6 +448,35 @@ impl AdminStore for MemoryBackend {
         Ok(times)
     }
 
+    async fn slot_times_of(
+        &self,
+        jobs: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            out.push(self.slot_times(job, from, to).await?);
+        }
+        Ok(out)
+    }
+
+    async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(jobs
+            .iter()
+            .map(|job| {
+                inner
+                    .runs
+                    .iter()
+                    .filter(|(k, _)| k.job == *job)
+                    .max_by_key(|(k, run)| (k.scheduled_at, run.id))
+                    .map(|(key, run)| run.record(key))
+            })
+            .collect())
+    }
+
     async fn latest_slots(
         &self,
         jobs: &[String],

@@ -1,6 +1,10 @@
-//! The traits a backend implements: slot rows with fencing, cluster-wide locks, what operators read
-//! and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and history retention
-//! ([`RetentionStore`]).
+//! The traits a store implements, one per capability: slot rows with fencing ([`SlotStore`], the
+//! minimal store), the queue of schedulers and workers ([`QueueStore`]), checkpoints
+//! ([`CheckpointStore`]), the store's clock ([`ClockStore`]), cluster-wide locks ([`LockStore`]),
+//! what operators read and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and
+//! history retention ([`RetentionStore`]). No method has a default: a store has a capability by
+//! writing all of it, and [`Store`] says which it has, so that `build()` names a capability a role
+//! or setting needs and the store lacks. A [`Backend`] has them all.
 //!
 //! The claim rules (overlap, fencing, take-over, burial, not-due) are written once, in [`rules`], as
 //! pure functions the stores carry out; the events they imply are logged by core. The memory backend
@@ -18,8 +22,10 @@ use crate::ErrorClass;
 use crate::policy::Overlap;
 
 pub mod admin;
+mod capabilities;
 mod deadline;
 pub mod memory;
+mod queue;
 pub mod replicas;
 pub mod retention;
 pub mod rules;
@@ -29,7 +35,9 @@ pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunFilter, RunRecord,
 };
+pub use capabilities::{AdminStoreExt, Capability, SlotStoreExt, Store};
 pub use deadline::LeaseDeadline;
+pub use queue::{CheckpointStore, ClockStore, QueueStore};
 pub use replicas::{ReplicaInfo, ReplicaRecord, ReplicaStore};
 pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionStore};
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
@@ -106,7 +114,7 @@ pub enum Claim {
     },
     /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock: nothing was written.
     NotDue,
-    /// [`SlotStore::enqueue_slots`] wrote the slot as a `pending` row, due at its instant, for a
+    /// [`QueueStore::enqueue_slots`] wrote the slot as a `pending` row, due at its instant, for a
     /// worker to claim with [`SlotStore::claim_due`].
     Queued,
 }
@@ -321,7 +329,10 @@ impl PartialEq for StoreError {
 
 impl Eq for StoreError {}
 
-/// Slot rows: claim, heartbeat, finish, all fenced.
+/// Slot rows: claim, heartbeat, finish, all fenced. The minimal store: every store that keeps
+/// slot rows writes each of these methods (none has a default); what only some roles or stores
+/// do is a trait of its own ([`QueueStore`], [`CheckpointStore`], [`ClockStore`], [`LockStore`],
+/// [`AdminStore`], [`ReplicaStore`], [`RetentionStore`]), and [`Store`] says which a store has.
 #[async_trait]
 pub trait SlotStore: Send + Sync + 'static {
     /// Claims every slot in `requests` for `owner`, in one round trip; one answer per request, in order.
@@ -363,7 +374,7 @@ pub trait SlotStore: Send + Sync + 'static {
     /// Each becomes `running` with attempt + 1 and a new token. A stale or abandoned run that already
     /// had `max_attempts` attempts becomes `dead` instead and is not returned.
     ///
-    /// A slot a scheduler queued ([`enqueue_slots`](Self::enqueue_slots)) whose job and partition
+    /// A slot a scheduler queued ([`QueueStore::enqueue_slots`]) whose job and partition
     /// has another run `running` with a fresh heartbeat is decided by the spec's overlap first:
     /// `skip` records it `skipped`, `buffer_one` lets the newest wait, `replace` abandons the
     /// running runs (and the slot then runs). See [`rules::plan_due`].
@@ -387,69 +398,19 @@ pub trait SlotStore: Send + Sync + 'static {
     /// read (nothing is written): due retries, hand-overs, manual and backfill runs, stale attempts,
     /// buffered slots — including work that must wait for a running run of its job. The runtime
     /// asks first, so that it takes the flag and the lock only of jobs with work waiting, and so
-    /// that the end of a run looks again at once when its job has more. The default answers every
-    /// job (the runtime then tries each); a database backend should look.
+    /// that the end of a run looks again at once when its job has more.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
-    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
-        Ok(specs.iter().map(|s| s.job.clone()).collect())
-    }
+    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError>;
 
     /// Which of the slots in `keys` have a row, in one read (nothing is written): the second look
     /// at slots whose lock was held elsewhere asks first, and walks the chain only for slots that
-    /// still have none (usually the holder was working on the same slot and its row exists). The
-    /// default answers that none has (the second look then walks the chain for all).
+    /// still have none (usually the holder was working on the same slot and its row exists).
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
-    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
-        Ok(vec![false; keys.len()])
-    }
-
-    /// Enqueues every slot in `requests` for workers, in one round trip; one answer per request, in
-    /// order. The slot table is the durable queue and the slot key its message id, so any number of
-    /// schedulers enqueue each slot once.
-    ///
-    /// A new slot becomes a `pending` row (attempt 0, no owner) due at its own instant
-    /// ([`Claim::Queued`]), whatever else of its job runs: the worker that picks it decides its
-    /// overlap ([`claim_due`](Self::claim_due)), as a tick decides it at the slot's instant. An
-    /// existing row is left alone ([`Claim::Taken`]; a stale running row is recovered by a worker).
-    /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock is [`Claim::NotDue`].
-    /// Stores that can wake workers ([`due_signal`](Self::due_signal)) do so when something was
-    /// queued. See [`rules::plan_claim`].
-    ///
-    /// The default refuses: a store without it cannot serve the `scheduler` role.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have queued the slots; enqueueing again is idempotent.
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        let _ = requests;
-        Err(StoreError::rejected(
-            "this store cannot queue slots for workers",
-        ))
-    }
-
-    /// The earliest instant, after the store's now, at which a `pending` run of the jobs in `specs`
-    /// falls due (`next_attempt_at`), in one read: a worker sleeps until then instead of polling.
-    /// The default knows none.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let _ = specs;
-        Ok(None)
-    }
-
-    /// A counter that changes when some process queued work ([`enqueue_slots`](Self::enqueue_slots)),
-    /// so that workers wake without polling (PostgreSQL: `LISTEN`/`NOTIFY`); each caller gets its own
-    /// receiver. `None` when the store has none (the default): workers then poll.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        None
-    }
+    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError>;
 
     /// Records slots that were not run because a run of the same job was still going in this process:
     /// each becomes a `skipped` row with `reason`, unless a row for it exists already
@@ -484,45 +445,6 @@ pub trait SlotStore: Send + Sync + 'static {
         owner: &str,
         finishes: &[(Lease, Finish)],
     ) -> Result<Vec<bool>, StoreError>;
-
-    /// [`finish`](Self::finish) for one attempt.
-    ///
-    /// # Cancel safety
-    /// As [`finish`](Self::finish).
-    async fn finish_one(
-        &self,
-        owner: &str,
-        lease: &Lease,
-        finish: &Finish,
-    ) -> Result<bool, StoreError> {
-        let answers = self.finish(owner, &[(*lease, finish.clone())]).await?;
-        Ok(answers.first().copied().unwrap_or(false))
-    }
-
-    /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`
-    /// and it is `running`. Returns `false` when ownership was lost: nothing is written then.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have saved `data`; the previous checkpoint stays whole.
-    async fn save_checkpoint(
-        &self,
-        owner: &str,
-        lease: &Lease,
-        data: &str,
-    ) -> Result<bool, StoreError>;
-
-    /// The checkpoint last saved under the run, by any of its attempts.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError>;
-
-    /// The store's clock: the one it judges heartbeats and leases by (`clock_timestamp()` in
-    /// PostgreSQL). The scheduler reads it to measure its own clock's skew against it. `None` when the
-    /// store has no clock of its own to compare with (the default).
-    async fn store_now(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        Ok(None)
-    }
 }
 
 /// A lock another process holds, and the job it guards, for [`LockStore::break_stale_locks`].
@@ -578,37 +500,43 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Frees the locks in `locks` whose holder (another process) is frozen or cut off: it holds the
     /// lock while its runs of the lock's job are `running` with a stale heartbeat and no run of the
-    /// job is fresh. Returns the keys freed; the caller tries them again. The default frees nothing
-    /// (a store whose locks are leases that expire on their own).
+    /// job is fresh. Returns the keys freed; the caller tries them again. A store whose locks are
+    /// leases that expire on their own (SQLite, Redis) frees nothing.
     ///
     /// # Cancel safety
     /// Cancel safe: a lock freed for a caller that is gone is taken by the next one.
     async fn break_stale_locks(
         &self,
-        _owner: &str,
-        _locks: &[StaleLock],
-    ) -> Result<Vec<i64>, StoreError> {
-        Ok(Vec::new())
-    }
+        owner: &str,
+        locks: &[StaleLock],
+    ) -> Result<Vec<i64>, StoreError>;
 
     /// Records which job each key belongs to, so that two binaries sharing a store cannot use one key
     /// for different jobs without noticing. Fails with [`StoreError::Rejected`] naming both jobs when a
-    /// key is registered to another job. The default records nothing (a store private to one process).
+    /// key is registered to another job.
     ///
     /// # Cancel safety
     /// Cancel safe: registration is idempotent.
     async fn register_lock_keys(
         &self,
-        _namespace: &str,
-        _keys: &[(i64, String)],
-    ) -> Result<(), StoreError> {
-        Ok(())
-    }
+        namespace: &str,
+        keys: &[(i64, String)],
+    ) -> Result<(), StoreError>;
 }
 
-/// A store for every guard level and for operators: what
-/// [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend) takes.
-pub trait Backend: SlotStore + LockStore + AdminStore + ReplicaStore + RetentionStore {
+/// A store with every capability, for every guard level, role and setting and for operators:
+/// what [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend) takes. A store that does
+/// only some of it is described by a [`Store`] instead.
+pub trait Backend:
+    SlotStore
+    + QueueStore
+    + CheckpointStore
+    + ClockStore
+    + LockStore
+    + AdminStore
+    + ReplicaStore
+    + RetentionStore
+{
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 }

@@ -1,5 +1,6 @@
 //! The audit trail.
 
+use slotguard::store::AdminStoreExt as _;
 use slotguard::store::Backend;
 
 use super::{definition, entry};

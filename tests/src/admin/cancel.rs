@@ -1,5 +1,6 @@
 //! Cancellation by an operator.
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use slotguard::store::{Backend, Finish, Lease, RunChange, RunStatus, SlotKey, Trigger};
 
 use super::{STALE, at, claim_one, enqueue, entry, finished, request, run_of, spec, store_now};

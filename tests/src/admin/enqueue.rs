@@ -1,5 +1,6 @@
 //! Runs an operator asks for: manual and backfill runs.
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};

@@ -1,5 +1,6 @@
 //! Registered jobs, pauses, and hostile names through every operation.
 
+use slotguard::store::AdminStoreExt as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};

@@ -5,6 +5,7 @@
 //! read from the store's clock ([`store_now`]), so that they mean the same against the memory
 //! backend in paused time and against a database.
 
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -199,14 +200,9 @@ pub async fn failed_run(backend: &dyn Backend, job: &str, instant: &str) -> Slot
     req.key
 }
 
-/// The store's clock ([`SlotStore::store_now`](slotguard::store::SlotStore::store_now)), or this
-/// process's clock for a store without one.
+/// The store's clock ([`ClockStore::store_now`](slotguard::store::ClockStore::store_now)).
 pub async fn store_clock(backend: &dyn Backend) -> DateTime<Utc> {
-    backend
-        .store_now()
-        .await
-        .expect("store clock")
-        .unwrap_or_else(Utc::now)
+    backend.store_now().await.expect("store clock")
 }
 
 /// The store's clock cut to the millisecond, the coarsest precision a store keeps: an instant to

@@ -1,5 +1,6 @@
 //! History retention: what is pruned, what is kept.
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::time::Duration;
 
 use slotguard::ErrorClass;

@@ -1,5 +1,6 @@
 //! Retries by an operator: of failed, skipped, abandoned and dead runs, and raced.
 
+use slotguard::store::{AdminStoreExt as _, SlotStoreExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! What operators read: run listings, slot times and watermarks.
 
+use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use slotguard::ErrorClass;

@@ -1,6 +1,7 @@
 //! One sequence, step by step, on the model and on every store.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use slotguard::store::SlotStoreExt as _;
 use slotguard::store::rules::Mode;
 use slotguard::store::{Backend, Claim, Lease, RunStatus, SlotKey};
 

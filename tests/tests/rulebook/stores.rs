@@ -168,11 +168,7 @@ impl Store {
     /// Every row, sorted by slot key.
     pub(crate) async fn snapshot(&self) -> Vec<RowView> {
         let backend = self.backend();
-        let now = backend
-            .store_now()
-            .await
-            .expect("store clock")
-            .expect("a store with a clock");
+        let now = backend.store_now().await.expect("store clock");
         let filter = RunFilter {
             limit: 10_000,
             ..RunFilter::default()

@@ -16,7 +16,7 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
 /// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
 /// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds, `$13` whether to
-/// enqueue instead of claim (`SlotStore::enqueue_slots`).
+/// enqueue instead of claim (`QueueStore::enqueue_slots`).
 ///
 /// With `$13` (a scheduler enqueueing for workers), every new slot is decided `claim` whatever
 /// runs and inserted `pending` (attempt 0, no owner, no attempt row) with `next_attempt_at` at its

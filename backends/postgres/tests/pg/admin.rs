@@ -2,6 +2,7 @@
 //! and what only PostgreSQL shows: eight retries waiting on one row lock under READ COMMITTED, the
 //! 10,000-row cap on a real table, the inherent listing, and every table surviving hostile names.
 
+use slotguard::store::AdminStoreExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! Claims under concurrency, the outcome of finished runs, and names that try to be SQL.
 
+use slotguard::store::SlotStoreExt as _;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

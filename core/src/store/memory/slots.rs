@@ -11,8 +11,8 @@ use crate::store::rules::{
     self, Change, ClaimPlan, Event, Mode, NewRow, RowFacts, SlotPlan, reason,
 };
 use crate::store::{
-    Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore,
-    StoreError,
+    CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease, QueueStore,
+    RunStatus, SlotKey, SlotStore, StoreError,
 };
 
 impl Run {
@@ -220,42 +220,12 @@ impl MemoryBackend {
 
 #[async_trait]
 impl SlotStore for MemoryBackend {
-    async fn store_now(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.check(&self.lock())?;
-        Ok(Some(self.clock.now()))
-    }
-
     async fn claim(
         &self,
         owner: &str,
         requests: &[ClaimRequest],
     ) -> Result<Vec<Claim>, StoreError> {
         self.claim_all(owner, requests, Mode::Claim)
-    }
-
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        let answers = self.claim_all("", requests, Mode::Enqueue)?;
-        if answers.contains(&Claim::Queued) {
-            self.queued.send_modify(|n| *n = n.wrapping_add(1));
-        }
-        Ok(answers)
-    }
-
-    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let now = self.clock.now();
-        let inner = self.lock();
-        self.check(&inner)?;
-        Ok(inner
-            .runs
-            .iter()
-            .filter(|(k, r)| r.status == RunStatus::Pending && specs.iter().any(|s| s.job == k.job))
-            .filter_map(|(_, r)| r.next_attempt_at)
-            .filter(|at| *at > now)
-            .min())
-    }
-
-    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.queued.subscribe())
     }
 
     async fn claim_due(
@@ -367,7 +337,38 @@ impl SlotStore for MemoryBackend {
             .map(|(lease, finish)| inner.finish(owner, lease, finish, now))
             .collect())
     }
+}
 
+#[async_trait]
+impl QueueStore for MemoryBackend {
+    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        let answers = self.claim_all("", requests, Mode::Enqueue)?;
+        if answers.contains(&Claim::Queued) {
+            self.queued.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(answers)
+    }
+
+    async fn next_due(&self, specs: &[DueSpec]) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let now = self.clock.now();
+        let inner = self.lock();
+        self.check(&inner)?;
+        Ok(inner
+            .runs
+            .iter()
+            .filter(|(k, r)| r.status == RunStatus::Pending && specs.iter().any(|s| s.job == k.job))
+            .filter_map(|(_, r)| r.next_attempt_at)
+            .filter(|at| *at > now)
+            .min())
+    }
+
+    async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.queued.subscribe())
+    }
+}
+
+#[async_trait]
+impl CheckpointStore for MemoryBackend {
     async fn save_checkpoint(
         &self,
         owner: &str,
@@ -390,5 +391,13 @@ impl SlotStore for MemoryBackend {
         let mut inner = self.lock();
         self.check(&inner)?;
         Ok(inner.run_by_id(run_id).and_then(|r| r.checkpoint.clone()))
+    }
+}
+
+#[async_trait]
+impl ClockStore for MemoryBackend {
+    async fn store_now(&self) -> Result<DateTime<Utc>, StoreError> {
+        self.check(&self.lock())?;
+        Ok(self.clock.now())
     }
 }

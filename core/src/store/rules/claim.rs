@@ -1,5 +1,5 @@
 //! The rules of [`SlotStore::claim`](crate::store::SlotStore::claim) and
-//! [`SlotStore::enqueue_slots`](crate::store::SlotStore::enqueue_slots): one request, decided.
+//! [`QueueStore::enqueue_slots`](crate::store::QueueStore::enqueue_slots): one request, decided.
 
 use chrono::{DateTime, Utc};
 
@@ -13,7 +13,7 @@ pub enum Mode {
     /// [`SlotStore::claim`](crate::store::SlotStore::claim): a slot that runs is claimed for the
     /// caller.
     Claim,
-    /// [`SlotStore::enqueue_slots`](crate::store::SlotStore::enqueue_slots): a new slot is written
+    /// [`QueueStore::enqueue_slots`](crate::store::QueueStore::enqueue_slots): a new slot is written
     /// `pending`, due at its instant, for a worker; nothing else is decided or changed.
     Enqueue,
 }
