@@ -10,7 +10,7 @@ use slotguard::store::{Claim, ClaimRequest, DueClaim, DueSpec, Lease, SlotKey};
 
 use crate::error::SqliteError;
 use crate::inspect::{parse_status, parse_trigger};
-use crate::slots::{ADVANCE_TOKEN, date_text, wall_text};
+use crate::values::{ADVANCE_TOKEN, date_text, wall_text};
 use crate::{Shared, WriteTx, duration_ms};
 
 /// The columns the rules read, in [`FactsRow`]'s order.

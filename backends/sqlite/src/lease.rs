@@ -12,7 +12,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::SqliteError;
-use crate::slots::ADVANCE_TOKEN;
+use crate::values::ADVANCE_TOKEN;
 use crate::{Shared, SqliteBackend, duration_ms, json_array, now_ms};
 
 /// Takes a key that is free or whose lease has expired (by the host clock), with the next fencing

@@ -105,6 +105,7 @@ mod migrate;
 mod replicas;
 mod retention;
 mod slots;
+mod values;
 
 pub use error::SqliteError;
 // The rows `SqliteBackend::runs` answers are core's records, under the names this crate always used.

@@ -5,7 +5,7 @@
 //! SQL) and binds that instant to each of its statements, so they all agree on "now".
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use slotguard::ErrorClass;
 use slotguard::store::rules::{self, Mode};
 use slotguard::store::{
@@ -54,11 +54,6 @@ fn existing_sql(count: usize) -> String {
     )
 }
 
-/// Records a token as handed out. Runs in the same `BEGIN IMMEDIATE` transaction that read
-/// `last_token + 1`, so no other writer can have moved the counter in between.
-pub(crate) const ADVANCE_TOKEN: &str =
-    "UPDATE slotguard_fencing SET last_token = max(last_token, ?1) WHERE id = 1";
-
 const HEARTBEAT: &str = concat!(
     "UPDATE slotguard_job_runs SET heartbeat_at = ",
     now_ms!(),
@@ -80,16 +75,6 @@ const FINISH_ATTEMPT: &str = "
 UPDATE slotguard_job_run_attempts
 SET status = ?1, error_class = ?2, error_message = ?3, finished_at = ?7
 WHERE run_id = ?4 AND attempt = ?5 AND fencing_token = ?6";
-
-/// The wall time as stored (ISO 8601 without offset).
-pub(crate) fn wall_text(wall: NaiveDateTime) -> String {
-    wall.format("%Y-%m-%dT%H:%M:%S%.f").to_string()
-}
-
-/// The business date as stored.
-pub(crate) fn date_text(date: NaiveDate) -> String {
-    date.format("%Y-%m-%d").to_string()
-}
 
 impl Shared {
     pub(crate) fn corrupt(

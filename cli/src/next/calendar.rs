@@ -5,8 +5,6 @@ use chrono::{NaiveDate, Weekday};
 use serde::Deserialize;
 use slotguard_cron::{BusinessRule, Calendar, CalendarError, UnknownAdjust, Weekend};
 
-use super::request::shown;
-
 /// The most holidays an inline calendar may list: decades of them, and one JSON line stays small.
 pub(crate) const MAX_HOLIDAYS: usize = 10_000;
 
@@ -113,6 +111,11 @@ impl Inline {
                 Ok(calendar.with_holiday(date, "holiday"))
             })
     }
+}
+
+/// Shortens and escapes user input for a message (as the rest of `next` does).
+fn shown(input: &str) -> String {
+    slotguard_cron::shown_within(input, 48)
 }
 
 /// `mon` … `sun`, lower case only, as the request format says.

@@ -1,0 +1,18 @@
+//! How slot values are written in SQLite, and the statement that keeps the fencing counter above
+//! every token handed out: shared by claims, operators' runs and leases.
+
+use chrono::{NaiveDate, NaiveDateTime};
+
+/// Raises the fencing counter to at least `?1`.
+pub(crate) const ADVANCE_TOKEN: &str =
+    "UPDATE slotguard_fencing SET last_token = max(last_token, ?1) WHERE id = 1";
+
+/// The wall time as stored (ISO 8601 without offset).
+pub(crate) fn wall_text(wall: NaiveDateTime) -> String {
+    wall.format("%Y-%m-%dT%H:%M:%S%.f").to_string()
+}
+
+/// The business date as stored.
+pub(crate) fn date_text(date: NaiveDate) -> String {
+    date.format("%Y-%m-%d").to_string()
+}
