@@ -560,6 +560,9 @@ fn summary(mut values: Vec<f64>) -> String {
 /// Executions per slot, counted from what the bodies did.
 type Ledger = Arc<Mutex<HashMap<(usize, i64), u32>>>;
 
+/// Each execution of a storm job, by job: who ran it, under which run, attempt and token.
+type Details = Arc<Mutex<HashMap<usize, Vec<String>>>>;
+
 fn duplicates(ledger: &Ledger) -> u32 {
     lock(ledger).values().map(|n| n - 1).sum()
 }
@@ -593,6 +596,7 @@ async fn claim_storm(schema: &Schema) {
     let setup = Instant::now();
     let due = upcoming_second(Duration::from_secs(2) + registered.mul_f64(3.0 * REPLICAS as f64));
     let ledger: Ledger = Arc::default();
+    let details: Details = Arc::default();
     let won: Arc<Vec<AtomicUsize>> = Arc::new((0..REPLICAS).map(|_| AtomicUsize::new(0)).collect());
     let cron = once_at(due);
     let mut replicas = Vec::new();
@@ -601,6 +605,7 @@ async fn claim_storm(schema: &Schema) {
         let jobs = (0..STORM_SLOTS)
             .map(|j| {
                 let (ledger, won) = (Arc::clone(&ledger), Arc::clone(&won));
+                let details = Arc::clone(&details);
                 Job::new(
                     format!("storm_{j}"),
                     cron.clone(),
@@ -608,6 +613,13 @@ async fn claim_storm(schema: &Schema) {
                         *lock(&ledger)
                             .entry((j, ctx.scheduled_at().timestamp()))
                             .or_insert(0) += 1;
+                        lock(&details).entry(j).or_default().push(format!(
+                            "replica {r} run {:?} attempt {} token {:?} trigger {:?}",
+                            ctx.run_id(),
+                            ctx.attempt(),
+                            ctx.fencing_token(),
+                            ctx.trigger()
+                        ));
                         won[r].fetch_add(1, Ordering::Relaxed);
                         async {}
                     },
@@ -680,6 +692,9 @@ async fn claim_storm(schema: &Schema) {
         "slots executed: {executed} / {STORM_SLOTS}; duplicate executions: {}",
         duplicates(&ledger)
     );
+    for (j, runs) in lock(&details).iter().filter(|(_, v)| v.len() > 1).take(5) {
+        println!("  storm_{j} ran {} times: {}", runs.len(), runs.join("; "));
+    }
     println!();
     println!(
         "{:<10} {:>6} | {:>14} {:>16} | {:>8} {:>8} {:>10} {:>10} | {:>10} {:>10}",
@@ -1126,6 +1141,12 @@ async fn heartbeat_cost(schema: &Schema) {
 }
 
 fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
