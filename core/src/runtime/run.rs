@@ -99,16 +99,11 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
     // Debug, as is a success: a per-second job would otherwise log two lines a second. Failures,
     // abandonments and refused outcomes stay at warn; `job_run_started_total` counts starts.
     tracing::debug!(event = "job_started", level = %job.level, "job started");
-    let lag = (run.trigger == Trigger::Schedule).then(|| {
-        (rt.clock.now() - run.slot.scheduled_at)
-            .to_std()
-            .unwrap_or_default()
-    });
-    crate::metrics::run_started(
-        &job.name,
-        lag,
-        rt.clock.now().timestamp_millis() as f64 / 1000.0,
-    );
+    // One reading of the clock for the lag and the start gauge.
+    let now = rt.clock.now();
+    let lag = (run.trigger == Trigger::Schedule)
+        .then(|| (now - run.slot.scheduled_at).to_std().unwrap_or_default());
+    crate::metrics::run_started(&job.name, lag, now.timestamp_millis() as f64 / 1000.0);
     let started = tokio::time::Instant::now();
     let watch = async {
         wait_any(&losses).await;
