@@ -14,6 +14,7 @@ mod calendar;
 mod jsonl;
 mod person;
 mod request;
+mod shown;
 
 use request::{DEFAULT_COUNT, DEFAULT_ZONE, MAX_COUNT};
 

@@ -1,6 +1,7 @@
 //! The business calendar of a `next` request: a builtin name or an inline weekend and holidays, the
 //! convention and the shift, read the same way from the arguments and from a JSON line.
 
+use super::shown::shown;
 use chrono::{NaiveDate, Weekday};
 use serde::Deserialize;
 use slotguard_cron::{BusinessRule, Calendar, CalendarError, UnknownAdjust, Weekend};
@@ -111,11 +112,6 @@ impl Inline {
                 Ok(calendar.with_holiday(date, "holiday"))
             })
     }
-}
-
-/// Shortens and escapes user input for a message (as the rest of `next` does).
-fn shown(input: &str) -> String {
-    slotguard_cron::shown_within(input, 48)
 }
 
 /// `mon` … `sun`, lower case only, as the request format says.

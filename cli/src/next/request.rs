@@ -8,6 +8,7 @@ use serde::de::{self, Deserializer, Unexpected, Visitor};
 use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Slot, UnknownDstPolicy};
 
 use super::calendar::{CalendarProblem, CalendarSpec, rule};
+use super::shown::shown;
 
 /// The zone used when a request names none.
 pub(crate) const DEFAULT_ZONE: &str = "UTC";
@@ -193,12 +194,6 @@ fn parse_instant(text: &str) -> Result<DateTime<Utc>, RequestError> {
             input: shown(text),
             reason,
         })
-}
-
-/// Shortens and escapes user input for an error message, so that a message stays one readable line
-/// whatever it was given (10,000 characters, control characters, NUL bytes).
-pub(crate) fn shown(input: &str) -> String {
-    slotguard_cron::shown_within(input, 48)
 }
 
 #[cfg(test)]
