@@ -144,8 +144,8 @@ impl Calendar {
         self
     }
 
-    /// `self` on top of `base`: `base`'s weekend and holidays plus `self`'s holidays (`self`'s name
-    /// wins on a date both have), named `self`'s name, with both versions.
+    /// `self` on top of `base`: both weekends together, `base`'s holidays plus `self`'s (`self`'s
+    /// name wins on a date both have), named `self`'s name, with both versions.
     #[must_use]
     pub fn extend(self, base: &Calendar) -> Calendar {
         let mut holidays = base.holidays.clone();
