@@ -35,7 +35,9 @@
 //! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why;
 //! - `replicas`: the scheduler processes, each refreshed on its recovery cadence.
 //!
-//! Staleness of a heartbeat is always judged by the database clock (`now()`), never by a replica's.
+//! Staleness of a heartbeat is always judged by the database clock, never by a replica's: the start
+//! of the statement that judges (`statement_timestamp()`, not the transaction's `now()`, which is as
+//! old as the claim-lock wait before it; see the `sql` module).
 //!
 //! # Advisory locks and poolers
 //!

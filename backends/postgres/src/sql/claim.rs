@@ -15,7 +15,7 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
 /// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
-/// `$12` how far ahead of `now()` a scheduled slot may be, in microseconds, `$13` whether to
+/// `$12` how far ahead of `{now}` a scheduled slot may be, in microseconds, `$13` whether to
 /// enqueue instead of claim (`QueueStore::enqueue_slots`).
 ///
 /// With `$13` (a scheduler enqueueing for workers), every new slot is decided `claim` whatever
@@ -74,7 +74,7 @@ pub(crate) const CLAIM: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token,
            (r.trigger_kind = 'schedule'
-            AND r.scheduled_at > now() + $12 * interval '1 microsecond') AS not_due
+            AND r.scheduled_at > {now} + $12 * interval '1 microsecond') AS not_due
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                 $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[])
          WITH ORDINALITY
@@ -98,7 +98,7 @@ decided AS (
                      AND o.partition_key = f.partition_key
                      AND o.status = 'running'
                      AND o.scheduled_at <> f.scheduled_at
-                     AND o.heartbeat_at + o.stale_after >= now()
+                     AND o.heartbeat_at + o.stale_after >= {now}
                ) THEN f.overlap
                ELSE 'claim'
            END AS decision
@@ -116,10 +116,10 @@ ins AS (
            CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN 0 ELSE 1 END,
            CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE $1 END,
            token,
-           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE now() END,
-           stale_after_us * interval '1 microsecond', now(), now(),
-           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE now() END,
-           CASE WHEN decision = 'skip' THEN now() END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {now} END,
+           stale_after_us * interval '1 microsecond', {now}, {now},
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {now} END,
+           CASE WHEN decision = 'skip' THEN {now} END,
            CASE decision
                WHEN 'skip' THEN {skipped_overlap}
                WHEN 'buffer_one' THEN {waiting}
@@ -136,8 +136,8 @@ superseded AS (
     UPDATE {schema}.job_runs j
     SET status = 'skipped',
         error_message = {superseded},
-        finished_at = now(),
-        updated_at = now()
+        finished_at = {now},
+        updated_at = {now}
     FROM ins i
     JOIN decided d ON d.token = i.fencing_token
     WHERE d.decision = 'buffer_one'
@@ -152,8 +152,8 @@ replaced AS (
     SET status = 'abandoned',
         next_attempt_at = NULL,
         error_message = {replaced},
-        finished_at = now(),
-        updated_at = now()
+        finished_at = {now},
+        updated_at = {now}
     FROM ins i
     JOIN decided d ON d.token = i.fencing_token
     WHERE d.decision = 'replace'
@@ -164,16 +164,16 @@ replaced AS (
 ),
 replaced_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {replaced}
+    SET status = 'abandoned', finished_at = {now}, message = {replaced}
     FROM replaced r
     WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
 ),
 fenced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned',
-        next_attempt_at = now(),
+        next_attempt_at = {now},
         error_message = {heartbeat_expired},
-        updated_at = now()
+        updated_at = {now}
     FROM ins i
     JOIN decided d ON d.token = i.fencing_token
     WHERE i.status = 'running'
@@ -183,12 +183,12 @@ fenced AS (
       AND j.partition_key = i.partition_key
       AND j.scheduled_at <> i.scheduled_at
       AND j.status = 'running'
-      AND j.heartbeat_at + j.stale_after < now()
+      AND j.heartbeat_at + j.stale_after < {now}
     RETURNING j.id, j.attempt, j.job_name, j.partition_key
 ),
 fenced_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM fenced f
     WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
 ),
@@ -200,7 +200,7 @@ stale AS (
      AND f.scheduled_at = j.scheduled_at
      AND f.partition_key = j.partition_key
     WHERE j.status = 'running'
-      AND j.heartbeat_at + j.stale_after < now()
+      AND j.heartbeat_at + j.stale_after < {now}
       AND NOT $13
     FOR UPDATE OF j SKIP LOCKED
 ),
@@ -209,30 +209,30 @@ upd AS (
     SET attempt = j.attempt + 1,
         owner = $1,
         fencing_token = s.token,
-        heartbeat_at = now(),
+        heartbeat_at = {now},
         stale_after = s.stale_after_us * interval '1 microsecond',
-        started_at = now(),
+        started_at = {now},
         finished_at = NULL,
-        updated_at = now(),
+        updated_at = {now},
         next_attempt_at = NULL
     FROM stale s
     WHERE j.id = s.id
       AND j.status = 'running'
-      AND j.heartbeat_at + j.stale_after < now()
+      AND j.heartbeat_at + j.stale_after < {now}
       AND j.fencing_token < s.token
     RETURNING j.id, j.attempt, j.fencing_token, s.ord
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM upd u
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
     INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
-    SELECT id, attempt, $1, fencing_token, 'running', now() FROM ins WHERE status = 'running'
+    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM ins WHERE status = 'running'
     UNION ALL
-    SELECT id, attempt, $1, fencing_token, 'running', now() FROM upd
+    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
 )
 SELECT r.ord,
        CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.id ELSE u.id END

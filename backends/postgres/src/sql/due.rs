@@ -26,11 +26,11 @@ queued AS MATERIALIZED (
     WHERE s.overlap IN ('skip', 'buffer_one', 'replace')
       AND q.status = 'pending' AND q.attempt = 0
       AND q."trigger" = 'schedule'
-      AND q.next_attempt_at <= now()
+      AND q.next_attempt_at <= {now}
       AND EXISTS (
           SELECT 1 FROM {schema}.job_runs o
           WHERE o.job_name = q.job_name AND o.partition_key = q.partition_key
-            AND o.status = 'running' AND o.heartbeat_at + o.stale_after >= now())
+            AND o.status = 'running' AND o.heartbeat_at + o.stale_after >= {now})
 ),
 decided AS (
     UPDATE {schema}.job_runs j
@@ -39,8 +39,8 @@ decided AS (
                              WHEN q.newest > 1 THEN {superseded}
                              ELSE {waiting} END,
         next_attempt_at = NULL,
-        finished_at = CASE WHEN q.overlap = 'skip' OR q.newest > 1 THEN now() END,
-        updated_at = now()
+        finished_at = CASE WHEN q.overlap = 'skip' OR q.newest > 1 THEN {now} END,
+        updated_at = {now}
     FROM queued q
     WHERE j.id = q.id AND q.overlap IN ('skip', 'buffer_one')
       AND j.status = 'pending' AND j.attempt = 0
@@ -48,7 +48,7 @@ decided AS (
 ),
 superseded AS (
     UPDATE {schema}.job_runs j
-    SET status = 'skipped', error_message = {superseded}, finished_at = now(), updated_at = now()
+    SET status = 'skipped', error_message = {superseded}, finished_at = {now}, updated_at = {now}
     FROM queued q
     WHERE q.overlap = 'buffer_one' AND q.newest = 1
       AND j.job_name = q.job_name AND j.partition_key = q.partition_key
@@ -64,14 +64,14 @@ replacer AS (
 replaced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned', next_attempt_at = NULL, error_message = {replaced},
-        finished_at = now(), updated_at = now()
+        finished_at = {now}, updated_at = {now}
     FROM replacer p
     WHERE j.job_name = p.job_name AND j.partition_key = p.partition_key AND j.status = 'running'
     RETURNING j.id, j.attempt, j.job_name, j.scheduled_at, j.partition_key
 ),
 replaced_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {replaced}
+    SET status = 'abandoned', finished_at = {now}, message = {replaced}
     FROM replaced r
     WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
 )
@@ -90,7 +90,7 @@ SELECT 'replacer', id, job_name, scheduled_at, partition_key, 'pending' FROM rep
 /// of finished runs.
 macro_rules! due_condition {
     () => {
-        r#"((j.status = 'pending' AND j.next_attempt_at <= now())
+        r#"((j.status = 'pending' AND j.next_attempt_at <= {now})
        OR (j.status = 'pending' AND j.next_attempt_at IS NULL
            AND NOT EXISTS (
                SELECT 1
@@ -99,12 +99,12 @@ macro_rules! due_condition {
                  AND o.partition_key = j.partition_key
                  AND o.id <> j.id
                  AND o.status = 'running'
-                 AND o.heartbeat_at + o.stale_after >= now()
+                 AND o.heartbeat_at + o.stale_after >= {now}
            ))
        OR (j.attempt < s.max_attempts
            AND ((j.status IN ('pending', 'abandoned') AND j.status <> 'pending'
-                 AND j.next_attempt_at <= now())
-                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))))"#
+                 AND j.next_attempt_at <= {now})
+                OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))))"#
     };
 }
 
@@ -158,7 +158,7 @@ running AS (
     JOIN spec s ON s.job_name = o.job_name
     WHERE s.cluster IS NOT NULL
       AND o.status = 'running'
-      AND o.heartbeat_at + o.stale_after >= now()
+      AND o.heartbeat_at + o.stale_after >= {now}
     GROUP BY o.job_name
 ),
 stale_or_abandoned AS MATERIALIZED (
@@ -169,11 +169,11 @@ stale_or_abandoned AS MATERIALIZED (
     SELECT a.id FROM {schema}.job_runs a
     WHERE a.status IN ('pending', 'abandoned')
       AND (a.status, a.next_attempt_at) > ('abandoned', '-infinity'::timestamptz)
-      AND (a.status, a.next_attempt_at) <= ('abandoned', now())
+      AND (a.status, a.next_attempt_at) <= ('abandoned', {now})
       AND a.job_name IN (SELECT job_name FROM spec)
     UNION ALL
     SELECT r.id FROM {schema}.job_runs r
-    WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < now()
+    WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < {now}
       AND r.job_name IN (SELECT job_name FROM spec)
 ),
 exhausted AS (
@@ -183,8 +183,8 @@ exhausted AS (
     JOIN spec s ON s.job_name = j.job_name
     WHERE j.attempt >= s.max_attempts
       AND ((j.status IN ('pending', 'abandoned') AND j.status <> 'pending'
-            AND j.next_attempt_at <= now())
-           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
+            AND j.next_attempt_at <= {now})
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
     ORDER BY j.scheduled_at, j.job_name, j.partition_key
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
@@ -216,7 +216,7 @@ eligible AS MATERIALIZED (
                      AND o.partition_key = j.partition_key
                      AND o.id <> j.id
                      AND o.status = 'running'
-                     AND o.heartbeat_at + o.stale_after >= now()))
+                     AND o.heartbeat_at + o.stale_after >= {now}))
         ORDER BY j.scheduled_at
         LIMIT $4 * 4 + 64
     ) c
@@ -261,8 +261,8 @@ dead AS (
     SET status = 'dead',
         next_attempt_at = NULL,
         error_message = format({exhausted}, j.attempt, x.max_attempts),
-        finished_at = now(),
-        updated_at = now()
+        finished_at = {now},
+        updated_at = {now}
     FROM exhausted x
     WHERE j.id = x.id
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
@@ -270,7 +270,7 @@ dead AS (
 ),
 dead_attempts AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM dead d
     WHERE a.run_id = d.id AND a.attempt = d.attempt AND a.status = 'running'
 ),
@@ -280,11 +280,11 @@ upd AS (
         attempt = j.attempt + 1,
         owner = $1,
         fencing_token = nextval('{schema}.fencing_tokens'),
-        heartbeat_at = now(),
-        started_at = now(),
+        heartbeat_at = {now},
+        started_at = {now},
         finished_at = NULL,
         next_attempt_at = NULL,
-        updated_at = now()
+        updated_at = {now}
     FROM due d
     WHERE j.id = d.id
       AND j.status IN ('pending', 'abandoned', 'running')
@@ -293,13 +293,13 @@ upd AS (
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = now(), message = {heartbeat_expired}
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM upd u
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
     INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
-    SELECT id, attempt, $1, fencing_token, 'running', now() FROM upd
+    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
 )
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
        wall_time, business_date, false AS buried, 0 AS max_attempts
@@ -312,13 +312,13 @@ ORDER BY buried, scheduled_at, job_name, partition_key
 "#
 );
 
-/// The earliest `next_attempt_at` after `now()` of a `pending` run of the jobs `$1`: when a worker
+/// The earliest `next_attempt_at` after `{now}` of a `pending` run of the jobs `$1`: when a worker
 /// has something to claim next. Reads only.
 pub(crate) const NEXT_DUE: &str = r#"
 SELECT j.next_attempt_at
 FROM {schema}.job_runs j
 WHERE j.status = 'pending'
-  AND j.next_attempt_at > now()
+  AND j.next_attempt_at > {now}
   AND j.job_name = ANY($1::text[])
 ORDER BY j.next_attempt_at
 LIMIT 1
@@ -349,9 +349,9 @@ CROSS JOIN LATERAL (
         ORDER BY a.job_name, a.scheduled_at
         LIMIT 512
     ) j
-    WHERE ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= now()))
-           OR (j.status = 'abandoned' AND j.next_attempt_at <= now())
-           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < now()))
+    WHERE ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= {now}))
+           OR (j.status = 'abandoned' AND j.next_attempt_at <= {now})
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
     LIMIT 1
 ) AS found
 "#;

@@ -3,7 +3,7 @@
 /// Refreshes the heartbeat of every attempt `$1` holds with a token in `$2`.
 pub(crate) const HEARTBEAT: &str = "
 UPDATE {schema}.job_runs
-SET heartbeat_at = now()
+SET heartbeat_at = {now}
 WHERE owner = $1 AND fencing_token = ANY($2) AND status = 'running'
 RETURNING fencing_token
 ";
@@ -19,15 +19,15 @@ WITH run AS (
     SET status = $4,
         error_class = $6,
         error_message = $7,
-        next_attempt_at = now() + $8::bigint * interval '1 microsecond',
-        finished_at = now(),
-        updated_at = now()
+        next_attempt_at = {now} + $8::bigint * interval '1 microsecond',
+        finished_at = {now},
+        updated_at = {now}
     WHERE id = $1 AND fencing_token = $2 AND owner = $3 AND status = 'running'
     RETURNING id, attempt, fencing_token
 ),
 attempt AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = $5, finished_at = now(), message = $7
+    SET status = $5, finished_at = {now}, message = $7
     FROM run
     WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
     RETURNING a.id
@@ -49,16 +49,16 @@ run AS (
     SET status = i.status,
         error_class = i.class,
         error_message = i.message,
-        next_attempt_at = now() + i.retry_us * interval '1 microsecond',
-        finished_at = now(),
-        updated_at = now()
+        next_attempt_at = {now} + i.retry_us * interval '1 microsecond',
+        finished_at = {now},
+        updated_at = {now}
     FROM input i
     WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND r.status = 'running'
     RETURNING r.id, r.attempt, r.fencing_token, i.attempt_status, i.message
 ),
 attempt AS (
     UPDATE {schema}.job_run_attempts a
-    SET status = run.attempt_status, finished_at = now(), message = run.message
+    SET status = run.attempt_status, finished_at = {now}, message = run.message
     FROM run
     WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
     RETURNING a.id

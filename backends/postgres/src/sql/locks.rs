@@ -24,7 +24,7 @@ WITH holders AS MATERIALIZED (
       AND EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'
-            AND r.heartbeat_at + r.stale_after < now()
+            AND r.heartbeat_at + r.stale_after < {now}
             -- The whole owner, unless PostgreSQL cut the name at its 63 bytes.
             AND (r.owner = named.owner
                  OR (octet_length(a.application_name) >= 63
@@ -32,7 +32,7 @@ WITH holders AS MATERIALIZED (
       AND NOT EXISTS (
           SELECT 1 FROM {schema}.job_runs r
           WHERE r.job_name = s.job_name AND r.status = 'running'
-            AND r.heartbeat_at + r.stale_after >= now())
+            AND r.heartbeat_at + r.stale_after >= {now})
 )
 SELECT k FROM holders WHERE pg_terminate_backend(pid)
 "#;
@@ -52,5 +52,5 @@ SELECT lock_key, namespace, job_name FROM {schema}.lock_keys WHERE lock_key = AN
 
 /// Marks keys `$1` of namespace `$2` as still in use.
 pub(crate) const TOUCH_KEYS: &str = "
-UPDATE {schema}.lock_keys SET seen_at = now() WHERE lock_key = ANY($1) AND namespace = $2
+UPDATE {schema}.lock_keys SET seen_at = {now} WHERE lock_key = ANY($1) AND namespace = $2
 ";

@@ -1,10 +1,24 @@
-//! Every statement the backend runs, with `{schema}` standing for the library's schema: one file
+//! Every statement the backend runs, with `{schema}` standing for the library's schema and `{now}`
+//! for the database clock as the statement reads it (`statement_timestamp()`): one file
 //! per concern, each statement with its doc comment (what it does, which rule it carries out,
 //! which index it walks). The modules that run them import from here, never the other way round.
 //!
 //! The schema is the only thing spliced into SQL text, once, at connect time, after validation
 //! (lower-case letters, digits and `_`) and quoting. Every value — job names included — is a bound
 //! parameter.
+//!
+//! # Why `statement_timestamp()`, never `now()`
+//!
+//! `now()` is the time the *transaction* began. A claim runs in a transaction that first waits for
+//! its jobs' claim locks, behind other claimers, for as long as they take: a heartbeat written as
+//! `now()` after that wait is already that old when the claim commits, and with a wait longer than
+//! the run's stale threshold another replica finds the new run stale and takes it over while its
+//! body runs (the claim storm's duplicate executions; `tests/pg/clock.rs`). The statement's own
+//! start comes after the wait, and the statement's snapshot is taken then too, so every judgment it
+//! makes ("stale", "fresh", "due") and every time it writes agree with what it sees.
+//!
+//! Operators' changes (`admin.rs`, `jobs.rs`) keep `now()`: they wait for no claim lock, and a
+//! change and its audit record, written by two statements of one transaction, share its instant.
 
 pub(crate) mod admin;
 pub(crate) mod checkpoint;
@@ -22,6 +36,9 @@ use std::sync::Arc;
 
 use slotguard::store::rules::reason;
 use sqlx::AssertSqlSafe;
+
+/// The database clock in every statement: the statement's start (see the module's doc).
+const NOW: &str = "statement_timestamp()";
 
 /// The statements of this module's files, for one schema.
 #[derive(Debug, Clone)]
@@ -66,7 +83,7 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn new(quoted_schema: &str) -> Self {
-        let s = |sql: &str| Arc::<str>::from(with_reasons(&sql.replace("{schema}", quoted_schema)));
+        let s = |sql: &str| Arc::<str>::from(with_reasons(&sql.replace("{schema}", quoted_schema).replace("{now}", NOW)));
         Statements {
             claim: s(claim::CLAIM),
             claim_due: s(due::CLAIM_DUE),
@@ -140,7 +157,33 @@ fn with_reasons(sql: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::quote_schema;
+    use super::{Statements, quote_schema};
+
+    /// No statement of a run's life reads the transaction's start: a claim's would be as old as
+    /// its lock wait.
+    #[test]
+    fn run_statements_read_the_clock_at_their_own_start() {
+        let s = Statements::new("\"s\"");
+        let runs = [
+            &s.claim,
+            &s.claim_due,
+            &s.decide_queued,
+            &s.due_jobs,
+            &s.next_due,
+            &s.break_stale_locks,
+            &s.record_skipped,
+            &s.heartbeat,
+            &s.finish,
+            &s.finish_many,
+        ];
+        for sql in runs {
+            let sql = sql.to_lowercase();
+            assert!(sql.contains("statement_timestamp()"), "{sql}");
+            for stale in ["now()", "current_timestamp", "transaction_timestamp", "{now}"] {
+                assert!(!sql.contains(stale), "{stale} in {sql}");
+            }
+        }
+    }
 
     #[test]
     fn only_plain_identifiers_are_schemas() {

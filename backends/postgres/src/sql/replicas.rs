@@ -14,7 +14,7 @@ SET host = excluded.host,
     jobs = excluded.jobs,
     runs_held = excluded.runs_held,
     gone_after = excluded.gone_after,
-    heartbeat_at = now()
+    heartbeat_at = {now}
 ";
 
 /// Deletes the row of replica `$1`.
@@ -24,7 +24,7 @@ pub(crate) const REMOVE_REPLICA: &str = "DELETE FROM {schema}.replicas WHERE rep
 pub(crate) const REPLICAS: &str = r#"
 SELECT replica_id, host, pid, version, roles, jobs, runs_held,
        (extract(epoch FROM gone_after) * 1000000)::bigint AS gone_after_us,
-       started_at, heartbeat_at, heartbeat_at + gone_after >= now() AS alive
+       started_at, heartbeat_at, heartbeat_at + gone_after >= {now} AS alive
 FROM {schema}.replicas
 ORDER BY replica_id COLLATE "C"
 "#;
@@ -32,5 +32,5 @@ ORDER BY replica_id COLLATE "C"
 /// Rows gone for longer than `$1` microseconds past their own threshold.
 pub(crate) const FORGET_REPLICAS: &str = "
 DELETE FROM {schema}.replicas
-WHERE heartbeat_at + gone_after + $1 * interval '1 microsecond' < now()
+WHERE heartbeat_at + gone_after + $1 * interval '1 microsecond' < {now}
 ";

@@ -31,7 +31,7 @@ doomed AS (
         WHERE r.job_name = k.job_name
           AND r.status IN ('succeeded', 'failed', 'dead', 'skipped', 'abandoned')
           AND (r.status <> 'abandoned' OR r.next_attempt_at IS NULL)
-          AND r.finished_at < now() - k.keep_us * interval '1 microsecond'
+          AND r.finished_at < {now} - k.keep_us * interval '1 microsecond'
           AND (r."trigger" = 'manual' OR r.scheduled_at < k.mark)
         ORDER BY r.finished_at
         LIMIT $3

@@ -7,6 +7,7 @@
 
 mod admin;
 mod claims;
+mod clock;
 mod common;
 mod connect;
 mod contract;
