@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use slotguard_cron::DstPolicy;
 
+use crate::calendar::{CalendarRef, CalendarSettings};
 use crate::context::JobContext;
 use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
 
@@ -43,6 +44,7 @@ pub struct Job {
     pub(crate) tz: Option<String>,
     pub(crate) guard: Option<GuardLevel>,
     pub(crate) dst: Option<DstPolicy>,
+    pub(crate) calendar: CalendarSettings,
     pub(crate) lock_key: Option<i64>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) overlap: Option<Overlap>,
@@ -63,6 +65,7 @@ impl fmt::Debug for Job {
             .field("tz", &self.tz)
             .field("guard", &self.guard)
             .field("dst", &self.dst)
+            .field("calendar", &self.calendar)
             .field("lock_key", &self.lock_key)
             .field("retry", &self.retry)
             .field("overlap", &self.overlap)
@@ -95,6 +98,7 @@ impl Job {
             tz: None,
             guard: None,
             dst: None,
+            calendar: CalendarSettings::default(),
             lock_key: None,
             retry: None,
             overlap: None,
@@ -125,6 +129,44 @@ impl Job {
     #[must_use]
     pub fn dst(mut self, policy: DstPolicy) -> Self {
         self.dst = Some(policy);
+        self
+    }
+
+    /// The business calendar the job's dates are adjusted on: a builtin's country code (`"KR"`,
+    /// `"US"`, …) or a [`Calendar`](crate::Calendar) built in code. Without [`Job::adjust`], the
+    /// dates that are not business days have no slot (each is recorded `skipped`, reason
+    /// `calendar`).
+    ///
+    /// ```
+    /// use slotguard::{Adjust, Job, JobContext};
+    ///
+    /// // Payday: the 25th at 02:00 Seoul time, or the business day before.
+    /// let payday = Job::new("payday", "0 2 25 * *", |_ctx: JobContext| async {})
+    ///     .tz("Asia/Seoul")
+    ///     .calendar("KR")
+    ///     .adjust(Adjust::Preceding);
+    /// # let _ = payday;
+    /// ```
+    #[must_use]
+    pub fn calendar(mut self, calendar: impl Into<CalendarRef>) -> Self {
+        self.calendar.calendar = Some(calendar.into());
+        self
+    }
+
+    /// What becomes of a date that is not a business day on the job's [calendar](Job::calendar)
+    /// (default [`Adjust::Skip`](crate::Adjust::Skip)); see docs/time.md.
+    #[must_use]
+    pub fn adjust(mut self, convention: crate::Adjust) -> Self {
+        self.calendar.adjust = Some(convention);
+        self
+    }
+
+    /// Moves each date by `days` business days after the convention (back when negative; at most
+    /// ±[`MAX_SHIFT`](slotguard_cron::MAX_SHIFT)): "the second business day of the month" is
+    /// `0 2 1 * *` with `adjust(Following)` and `shift(1)`.
+    #[must_use]
+    pub fn shift(mut self, days: i32) -> Self {
+        self.calendar.shift = Some(days);
         self
     }
 

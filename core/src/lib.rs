@@ -40,6 +40,7 @@
 // Lets `#[scheduled]`, which names `::slotguard`, be used inside this crate's own tests and docs.
 extern crate self as slotguard;
 
+mod calendar;
 mod clock;
 mod context;
 mod entry;
@@ -60,6 +61,7 @@ pub mod store;
 /// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types
 /// through `slotguard::chrono` and an application needs no `chrono` dependency of its own, nor a
 /// matching version.
+pub use calendar::{CalendarRef, CalendarSettingError};
 pub use chrono;
 pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
 pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};

@@ -19,7 +19,9 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::ext::IdentExt;
 use syn::{Ident, LitInt, LitStr};
 
-use slotguard_cron::{CronExpr, DstPolicy, parse_zone};
+use slotguard_cron::{Adjust, CronExpr, DstPolicy, parse_zone};
+
+pub(crate) mod calendar;
 
 /// The validated arguments.
 pub(crate) struct Args {
@@ -35,6 +37,12 @@ pub(crate) struct Args {
     pub(crate) dst: Option<Spanned<DstPolicy>>,
     /// `lock_key = <i64>`.
     pub(crate) lock_key: Option<Spanned<i64>>,
+    /// `calendar = "KR"`, a builtin calendar.
+    pub(crate) calendar: Option<LitStr>,
+    /// `adjust = preceding | following | …`.
+    pub(crate) adjust: Option<Spanned<Adjust>>,
+    /// `shift = <business days>`.
+    pub(crate) shift: Option<Spanned<i64>>,
 }
 
 /// A value and the span of the tokens it was written as, so that generated code points back at them.
@@ -108,6 +116,21 @@ const KEYS: &[Key] = &[
         example: "lock_key = 42",
         parse: parse_lock_key,
     },
+    Key {
+        name: "calendar",
+        example: "calendar = \"KR\"",
+        parse: calendar::parse_calendar,
+    },
+    Key {
+        name: "adjust",
+        example: "adjust = preceding",
+        parse: calendar::parse_adjust,
+    },
+    Key {
+        name: "shift",
+        example: "shift = -1",
+        parse: calendar::parse_shift,
+    },
 ];
 
 /// Names people reach for that mean one of [`KEYS`].
@@ -121,6 +144,10 @@ const ALIASES: &[(&str, &str)] = &[
     ("dst_policy", "dst"),
     ("key", "lock_key"),
     ("advisory_lock_key", "lock_key"),
+    ("business_calendar", "calendar"),
+    ("holidays", "calendar"),
+    ("convention", "adjust"),
+    ("business_day_convention", "adjust"),
 ];
 
 /// The arguments parsed so far.
@@ -131,6 +158,9 @@ struct Fields {
     guard: Option<Spanned<Guard>>,
     dst: Option<Spanned<DstPolicy>>,
     lock_key: Option<Spanned<i64>>,
+    calendar: Option<LitStr>,
+    adjust: Option<Spanned<Adjust>>,
+    shift: Option<Spanned<i64>>,
 }
 
 /// Errors collected while parsing, reported together.
@@ -176,6 +206,9 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
         }
     }
 
+    if let Err(e) = calendar::check_needs_calendar(&fields) {
+        errors.push(e);
+    }
     errors.finish()?;
     Ok(Args {
         cron: cron.expect("no error was reported, so the cron expression was parsed"),
@@ -184,6 +217,9 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
         guard: fields.guard,
         dst: fields.dst,
         lock_key: fields.lock_key,
+        calendar: fields.calendar,
+        adjust: fields.adjust,
+        shift: fields.shift,
     })
 }
 
@@ -421,6 +457,12 @@ fn parse_dst(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Result<
 }
 
 fn parse_lock_key(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Result<()> {
+    fields.lock_key = Some(integer_value(key, value)?);
+    Ok(())
+}
+
+/// A value that must be an `i64` literal, maybe negative (`lock_key = -42`).
+fn integer_value(key: &Key, value: TokenStream) -> syn::Result<Spanned<i64>> {
     let expected = || {
         syn::Error::new_spanned(
             &value,
@@ -437,11 +479,11 @@ fn parse_lock_key(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Re
     }
     let rest: TokenStream = iter.collect();
     let lit: LitInt = syn::parse2(rest).map_err(|_| expected())?;
-    if !matches!(lit.suffix(), "" | "i64") {
+    if !matches!(lit.suffix(), "" | "i64" | "i32") {
         return Err(syn::Error::new(
             lit.span(),
             format!(
-                "`{}` is an i64: remove the `{}` suffix",
+                "`{}` is an integer: remove the `{}` suffix",
                 key.name,
                 lit.suffix()
             ),
@@ -464,11 +506,10 @@ fn parse_lock_key(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Re
             ),
         )
     })?;
-    fields.lock_key = Some(Spanned {
+    Ok(Spanned {
         value: number,
         span: lit.span(),
-    });
-    Ok(())
+    })
 }
 
 /// A value that must be a string literal (`tz = "Asia/Seoul"`).

@@ -17,6 +17,7 @@ use syn::{Attribute, FnArg, ItemFn, LitStr, ReturnType, Visibility};
 
 use slotguard_cron::DstPolicy;
 
+use crate::args::calendar::adjust_variant;
 use crate::args::{self, Args, Errors};
 
 pub(crate) fn scheduled(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -182,6 +183,7 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
         literal.set_span(key.span);
         quote!(.lock_key(#literal))
     });
+    let calendar = calendar_calls(&args);
 
     let cfg = cfg_attrs(function);
 
@@ -203,7 +205,7 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
                     ::std::sync::OnceLock::new();
                 ::std::clone::Clone::clone(__SLOTGUARD_JOB.get_or_init(|| {
                     #new
-                        #tz #guard #dst #lock_key
+                        #tz #guard #dst #lock_key #calendar
                 }))
             }
         }
@@ -213,6 +215,22 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
             ::slotguard::__private::Registration(<#ident as ::slotguard::ScheduledJob>::job)
         }
     }
+}
+
+/// `.calendar(..)`, `.adjust(..)` and `.shift(..)`, for the keys that were written.
+fn calendar_calls(args: &Args) -> TokenStream {
+    let calendar = args.calendar.as_ref().map(|name| quote!(.calendar(#name)));
+    let adjust = args.adjust.map(|adjust| {
+        let variant = Ident::new(adjust_variant(adjust.value), adjust.span);
+        quote!(.adjust(::slotguard::Adjust::#variant))
+    });
+    let shift = args.shift.map(|shift| {
+        // In range: `args` checked it against `MAX_SHIFT`.
+        let mut literal = Literal::i32_suffixed(shift.value as i32);
+        literal.set_span(shift.span);
+        quote!(.shift(#literal))
+    });
+    quote!(#calendar #adjust #shift)
 }
 
 /// The function's `#[cfg(..)]` attributes (those written below `#[scheduled]`), repeated on every

@@ -46,6 +46,14 @@ pub enum ConfigError {
         /// What is wrong.
         source: ScheduleError,
     },
+    /// The job's business calendar cannot be found, or its convention or shift cannot be used.
+    #[error("job `{job}`: calendar: {source}")]
+    Calendar {
+        /// The job's name.
+        job: String,
+        /// What is wrong.
+        source: crate::CalendarSettingError,
+    },
     /// The job's name cannot be stored or shown safely.
     #[error("job `{job}`: invalid name: {reason}")]
     InvalidName {

@@ -148,16 +148,30 @@ pub(super) fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, V
         .parse()
         .map_err(|e| problems.push(schedule_error(ScheduleError::Cron(e))))
         .ok();
+    let rule = job
+        .calendar
+        .rule()
+        .map_err(|source| {
+            problems.push(ConfigError::Calendar {
+                job: job.name.clone(),
+                source,
+            })
+        })
+        .ok();
     let level = job.guard.unwrap_or(defaults.level);
     problems.extend(level_problems(job, level, defaults));
     job_settings(job, &mut problems);
-    let (Some(zone), Some(expr), true) = (zone, expr, problems.is_empty()) else {
+    let (Some(zone), Some(expr), Some(rule), true) = (zone, expr, rule, problems.is_empty()) else {
         return Err(problems);
     };
+    let mut schedule = Schedule::new(expr, zone, job.dst.unwrap_or(defaults.dst));
+    if let Some(rule) = rule {
+        schedule = schedule.with_calendar(rule);
+    }
     let overlap = job.overlap.unwrap_or_default();
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
-        schedule: Schedule::new(expr, zone, job.dst.unwrap_or(defaults.dst)),
+        schedule,
         level,
         layers: Layers::for_job(level, overlap, job.partitions.is_some()),
         lock_key: job

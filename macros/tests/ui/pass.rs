@@ -22,6 +22,16 @@ async fn r#type(_: JobContext) -> Result<(), std::io::Error> {
 #[scheduled("@daily", dst = vixie, guard = lock, tz = "UTC", lock_key = 0x7fi64)]
 async fn ctx() {}
 
+/// Payday: the 25th, or the business day before; and two business days before month end.
+#[scheduled("0 2 25 * *", tz = "Asia/Seoul", guard = slot, calendar = "KR", adjust = preceding)]
+pub async fn payday() {}
+
+#[scheduled("0 18 28 * *", calendar = "US", adjust = modified_preceding, shift = -2, guard = local)]
+async fn close_books() {}
+
+#[scheduled("0 9 * * *", calendar = "GB", guard = local)]
+async fn weekday_report() {}
+
 /// Gone with its function: no job, no registration, no error.
 #[scheduled("0 3 * * *")]
 #[cfg(any())]
@@ -48,9 +58,12 @@ fn main() {
         expire_sessions,
         r#type,
         ctx,
-        reports::weekly
+        reports::weekly,
+        payday,
+        close_books,
+        weekday_report
     ];
-    assert_eq!(jobs.len(), 5);
+    assert_eq!(jobs.len(), 8);
     assert_eq!(<legacy as ScheduledJob>::job().name(), "legacy");
     assert_eq!(<r#type as ScheduledJob>::job().name(), "type");
     let _called = (daily_settlement, reports::weekly);
