@@ -30,5 +30,5 @@ pub use dst::{DstPolicy, UnknownDstPolicy};
 pub use error::{Field, FieldError, ParseError, UnknownZone, shown_within};
 pub use expr::CronExpr;
 pub use names::{MAX_NAME_CHARS, NameProblem, check_job_name, check_partition};
-pub use schedule::{Schedule, ScheduleError, Slot, Slots};
+pub use schedule::{REMOVED_HORIZON, Schedule, ScheduleError, Slot, Slots};
 pub use zone::parse_zone;

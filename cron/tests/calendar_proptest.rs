@@ -234,6 +234,47 @@ proptest! {
         prop_assert_eq!(got_map.len(), got.len(), "duplicate instants");
         prop_assert_eq!(got_map, expected, "`{}` {:?}", case.expr(), case);
     }
+
+    /// Under `skip`, the removed slots (`next_removed_after`, walked) are the model's nominal slots
+    /// on dates that are not business days, between the 20th and the 60th day; under any other
+    /// convention there are none.
+    #[test]
+    fn removed_slots_equal_the_model(case in case()) {
+        let tz = case.tz();
+        let rule = BusinessRule::new(case.calendar(), case.adjust)
+            .with_shift(case.shift)
+            .expect("small shift");
+        let schedule = Schedule::parse(&case.expr(), ZONES[case.zone])
+            .expect("valid")
+            .with_dst(case.policy)
+            .with_calendar(rule);
+        let local = |d: i64| {
+            let date = case.first + Days::new(d as u64);
+            tz.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap()).timestamp()
+        };
+        let (lo, hi) = (local(20), local(60));
+        let mut expected = BTreeMap::new();
+        if case.adjust == Adjust::Skip {
+            for d in 0..80 {
+                let nominal = case.first + Days::new(d);
+                if case.nominal(nominal) && !case.business(nominal) {
+                    expected.extend(case.read_on(nominal));
+                }
+            }
+        }
+        expected.retain(|i, _| (lo..hi).contains(i));
+        let mut got = BTreeMap::new();
+        let mut after = DateTime::from_timestamp(lo - 1, 0).unwrap();
+        while let Some(slot) = schedule.next_removed_after(after) {
+            if slot.scheduled_at.timestamp() >= hi {
+                break;
+            }
+            prop_assert!(slot.scheduled_at > after, "not after {after}: {slot}");
+            got.insert(slot.scheduled_at.timestamp(), slot.wall);
+            after = slot.scheduled_at;
+        }
+        prop_assert_eq!(got, expected, "`{}` {:?}", case.expr(), case);
+    }
 }
 
 /// The Korean payday under each convention around Chuseok 2026 (24th–26th, a Thursday to a

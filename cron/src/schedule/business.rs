@@ -12,6 +12,9 @@ use crate::BusinessRule;
 /// times lie within a day and the largest offsets either side of it.
 const MARGIN: u64 = 3;
 
+/// How many days ahead [`Schedule::next_removed_after`] looks.
+pub const REMOVED_HORIZON: u64 = 800;
+
 impl Schedule {
     /// [`Schedule::next_after`] under `rule`: the first slot strictly after `after`, its date the
     /// one a nominal date becomes. Two nominal dates that become one date give its slots once.
@@ -50,6 +53,42 @@ impl Schedule {
             wall: day.and_time(time),
             zone: self.zone,
         })
+    }
+
+    /// The first slot strictly after `after` that the schedule's calendar *removes*: a slot of the
+    /// expression, without the calendar, on a nominal date that [`Adjust::Skip`](crate::Adjust::Skip)
+    /// drops because it is not a business day. `None` without a calendar, under another convention
+    /// (their dates move instead), or when no such slot lies within [`REMOVED_HORIZON`] days.
+    ///
+    /// The runtime records these slots `skipped` (reason `calendar`), so that a job's history says
+    /// why a day has no run instead of leaving a gap.
+    pub fn next_removed_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        let rule = self.business.as_ref()?;
+        if rule.convention() != crate::Adjust::Skip {
+            return None;
+        }
+        let min_inst = after.timestamp().checked_add(1)?;
+        let mut date = date_of(min_inst - LOOKBACK);
+        let until = date
+            .checked_add_days(Days::new(REMOVED_HORIZON))
+            .unwrap_or(NaiveDate::MAX);
+        while let Some(nominal) = self.expr.next_date(date, until) {
+            if rule.adjust(nominal).is_none()
+                && let Some((instant, wall)) = self.first_on(nominal, min_inst)
+            {
+                let time = NaiveTime::from_num_seconds_from_midnight_opt(
+                    u32::try_from(wall - day_start(nominal)).ok()?,
+                    0,
+                )?;
+                return Some(Slot {
+                    scheduled_at: DateTime::from_timestamp(instant, 0)?,
+                    wall: nominal.and_time(time),
+                    zone: self.zone,
+                });
+            }
+            date = nominal.succ_opt()?;
+        }
+        None
     }
 
     /// The nominal dates `slot` stands for: the dates of the expression that became its business

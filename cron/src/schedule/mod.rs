@@ -8,6 +8,7 @@ use chrono_tz::Tz;
 use crate::{BusinessRule, CronExpr, DstPolicy, ParseError, UnknownZone, parse_zone};
 
 mod business;
+pub use business::REMOVED_HORIZON;
 mod civil;
 mod offsets;
 mod transitions;
