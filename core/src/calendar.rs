@@ -124,7 +124,9 @@ mod tests {
         };
         assert!(matches!(
             unknown.rule(),
-            Err(CalendarSettingError::Calendar(CalendarError::Unknown { .. }))
+            Err(CalendarSettingError::Calendar(
+                CalendarError::Unknown { .. }
+            ))
         ));
         let far = CalendarSettings {
             calendar: Some("KR".into()),

@@ -12,6 +12,7 @@
 //! | `job_last_start_timestamp` | gauge | `job_name` | Unix time this process last started an attempt |
 //! | `job_period_seconds` | gauge | `job_name` | the longest gap between the job's next ten slots, from start-up |
 //! | `job_scheduled_since_timestamp` | gauge | `job_name` | Unix time this process started timing the job |
+//! | `job_calendar_last_year` | gauge | `job_name` | the last year the holiday data of the job's business calendar covers (set at start-up; absent for a calendar built in code) |
 //! | `job_paused` | gauge | `job_name` | 1 while the job is paused, as this replica last read it |
 //! | `job_run_dead_total` | counter | `job_name` | runs that became `dead`: attempts exhausted, or a permanent error |
 //! | `job_run_fenced_total` | counter | `job_name` | stale runs (their owner gone or frozen) fenced when a newer slot of the job was claimed |
@@ -92,6 +93,11 @@ pub(crate) fn paused(job: &str, paused: bool) {
 pub(crate) fn period(job: &str, longest_gap: Duration, now_unix: f64) {
     gauge!("job_period_seconds", "job_name" => job.to_owned()).set(longest_gap.as_secs_f64());
     gauge!("job_scheduled_since_timestamp", "job_name" => job.to_owned()).set(now_unix);
+}
+
+/// The last year the job's calendar covers.
+pub(crate) fn calendar_last_year(job: &str, year: i32) {
+    gauge!("job_calendar_last_year", "job_name" => job.to_owned()).set(f64::from(year));
 }
 
 pub(crate) fn overdue(job: &str) {

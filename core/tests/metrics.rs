@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use slotguard::{Job, JobContext, JobError, MemoryBackend, Scheduler, TokioClock};
+use slotguard::{Calendar, Job, JobContext, JobError, MemoryBackend, Scheduler, TokioClock};
 
 #[path = "support/scheduler_and_worker.rs"]
 mod scheduler_and_worker;
@@ -31,11 +31,17 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
             Err::<(), _>(JobError::permanent("misconfigured"))
         })
         .deadline(Duration::from_secs(1));
+        // A holiday on its calendar today: every slot is removed, none runs.
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+        let holiday = Calendar::builtin("KR")
+            .unwrap()
+            .with_holiday(today, "test day");
+        let closed = Job::new("closed", "* * * * * *", |_| async {}).calendar(holiday);
         let scheduler = Scheduler::builder()
             .backend(store.clone())
             .clock(clock)
             .instance_id(id)
-            .jobs([ok, broken])
+            .jobs([ok, broken, closed])
             .build()
             .unwrap();
         handles.push(scheduler.try_start().await.unwrap());
@@ -113,6 +119,18 @@ async fn runs_skips_conflicts_and_overdue_slots_are_counted_per_job() {
     assert_eq!(gauge("job_period_seconds", "ok"), 1.0);
     assert_eq!(gauge("job_period_seconds", "broken"), 2.0);
     assert_eq!(gauge("job_paused", "ok"), 0.0);
+    // The calendar's data ends in 2050; its removed slots are skips, not runs.
+    assert_eq!(gauge("job_calendar_last_year", "closed"), 2050.0);
+    assert!(value("job_calendar_last_year", &[("job_name", "ok")]).is_none());
+    let removed = counter(
+        "job_skipped_total",
+        &[("job_name", "closed"), ("reason", "calendar")],
+    );
+    assert!(
+        (8..=10).contains(&removed),
+        "both replicas, 4–5 slots each: {removed}"
+    );
+    assert!(value("job_run_started_total", &[("job_name", "closed")]).is_none());
     // A permanent error makes the run `dead` at once: a person has to look.
     assert!(counter("job_run_dead_total", &[("job_name", "broken")]) >= 2);
     assert!(value("job_run_dead_total", &[("job_name", "ok")]).is_none());

@@ -183,7 +183,7 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
         literal.set_span(key.span);
         quote!(.lock_key(#literal))
     });
-    let calendar = calendar_calls(&args);
+    let calendar = calendar_calls(args);
 
     let cfg = cfg_attrs(function);
 

@@ -1,5 +1,6 @@
-//! The timer: a heap of each job's next slot. It sleeps until the earliest is due, hands every slot
-//! due by then to a tick task, and never awaits a run.
+//! The timer: a heap of each job's next slot (and of the next slot its calendar removes). It sleeps
+//! until the earliest is due, hands every slot due by then to a tick task (and every removed one to
+//! be recorded), and never awaits a run.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
@@ -11,16 +12,25 @@ use slotguard_cron::Slot;
 
 use crate::entry::Candidate;
 
-use super::{Runtime, deadline, tick};
+use super::{Runtime, deadline, removed, tick};
 
-type Heap = BinaryHeap<Reverse<(DateTime<Utc>, usize)>>;
+/// Due time, job index, and whether the entry is a slot the job's calendar removed.
+type Heap = BinaryHeap<Reverse<(DateTime<Utc>, usize, bool)>>;
 
-/// Each job's next slot, the last slot fired per job (a clock that steps back never fires a slot
-/// twice here), and the heap of due times.
+/// Each job's next slot, its next removed slot, the last slot fired per job (a clock that steps
+/// back never fires a slot twice here), and the heap of due times.
 struct Plan {
     next: Vec<Option<Slot>>,
+    removed: Vec<Option<Slot>>,
     fired: Vec<Option<DateTime<Utc>>>,
     heap: Heap,
+}
+
+/// What one turn of the timer found due.
+#[derive(Default)]
+struct Due {
+    slots: Vec<Candidate>,
+    removed: Vec<(Arc<crate::entry::JobEntry>, Slot)>,
 }
 
 /// Runs the timer until shutdown.
@@ -28,15 +38,17 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
     let n = rt.jobs.len();
     let mut plan = Plan {
         next: vec![None; n],
+        removed: vec![None; n],
         fired: vec![None; n],
         heap: BinaryHeap::with_capacity(n),
     };
     let mut changes = rt.synced.as_ref().map(|c| c.changes());
     report_periods(&rt);
+    super::coverage::report(&rt);
     plan.replan(&rt);
     let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
     loop {
-        let Some(&Reverse((due, _))) = plan.heap.peek() else {
+        let Some(&Reverse((due, _, _))) = plan.heap.peek() else {
             // No job will ever fire again (the calendar ran out); wait for shutdown.
             rt.stop.cancelled().await;
             return;
@@ -66,8 +78,12 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         if rt.stop.is_cancelled() {
             return;
         }
-        let batch = plan.take_due(&rt, lead);
-        spawn_ticks(&rt, batch);
+        let due = plan.take_due(&rt, lead);
+        spawn_ticks(&rt, due.slots);
+        if !due.removed.is_empty() {
+            rt.tracker
+                .spawn(removed::record(Arc::clone(&rt), due.removed));
+        }
     }
 }
 
@@ -84,20 +100,47 @@ impl Plan {
             let from = self.fired[i].map_or(from_now, |f| f.max(from_now));
             let slot = job.schedule.next_after(from);
             if let Some(slot) = slot {
-                self.heap.push(Reverse((slot.scheduled_at, i)));
+                self.heap.push(Reverse((slot.scheduled_at, i, false)));
             }
             self.next[i] = slot;
+            self.removed[i] = None;
+            self.plan_removed(rt, i, from);
         }
     }
 
-    /// Pops every slot due by now (plus the claim lead), one per job, and plans each job's next.
-    fn take_due(&mut self, rt: &Arc<Runtime>, lead: chrono::Duration) -> Vec<Candidate> {
+    /// Plans the job's next removed slot after `after`, when none is planned.
+    fn plan_removed(&mut self, rt: &Runtime, i: usize, after: DateTime<Utc>) {
+        if self.removed[i].is_some() {
+            return;
+        }
+        let removed = rt.jobs[i].schedule.next_removed_after(after);
+        if let Some(slot) = removed {
+            self.heap.push(Reverse((slot.scheduled_at, i, true)));
+        }
+        self.removed[i] = removed;
+    }
+
+    /// Pops every slot due by now (plus the claim lead), one per job, and plans each job's next;
+    /// and every removed slot due by now, planning the job's next removed one.
+    fn take_due(&mut self, rt: &Arc<Runtime>, lead: chrono::Duration) -> Due {
         let now = rt.clock.now();
-        let mut batch = Vec::new();
+        let mut due = Due::default();
         let mut in_batch = HashSet::new();
-        while let Some(&Reverse((due, i))) = self.heap.peek() {
+        while let Some(&Reverse((at, i, removed))) = self.heap.peek() {
+            if at > now + lead {
+                break;
+            }
+            // Recorded as early as slots are claimed (the lead): the wait above counts it.
+            if removed {
+                self.heap.pop();
+                if let Some(slot) = self.removed[i].take() {
+                    due.removed.push((Arc::clone(&rt.jobs[i]), slot));
+                    self.plan_removed(rt, i, slot.scheduled_at);
+                }
+                continue;
+            }
             // One slot per job per tick: a job's next slot inside the horizon goes to the next tick.
-            if due > now + lead || in_batch.contains(&i) {
+            if in_batch.contains(&i) {
                 break;
             }
             self.heap.pop();
@@ -107,13 +150,15 @@ impl Plan {
             let following = following(rt, i, slot, now);
             self.next[i] = following;
             if let Some(f) = following {
-                self.heap.push(Reverse((f.scheduled_at, i)));
+                self.heap.push(Reverse((f.scheduled_at, i, false)));
             }
+            // A calendar whose next removed slot lay beyond the horizon: look again from here.
+            self.plan_removed(rt, i, slot.scheduled_at);
             let job = &rt.jobs[i];
             deadline::watch(rt, job, slot.scheduled_at);
-            batch.push(Candidate::slot(job, slot, Arc::from("")));
+            due.slots.push(Candidate::slot(job, slot, Arc::from("")));
         }
-        batch
+        due
     }
 }
 

@@ -208,6 +208,12 @@ impl Calendar {
         self.holidays.iter().map(|(d, n)| (*d, n.as_str()))
     }
 
+    /// The first and last years its holiday data is complete for; `None` for a calendar built in
+    /// code, which covers every year.
+    pub fn years(&self) -> Option<(i32, i32)> {
+        self.years
+    }
+
     /// Whether its holiday data covers `year` (always, for a calendar built in code).
     pub fn covers(&self, year: i32) -> bool {
         self.years

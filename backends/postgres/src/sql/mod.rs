@@ -83,7 +83,11 @@ pub(crate) struct Statements {
 
 impl Statements {
     pub(crate) fn new(quoted_schema: &str) -> Self {
-        let s = |sql: &str| Arc::<str>::from(with_reasons(&sql.replace("{schema}", quoted_schema).replace("{now}", NOW)));
+        let s = |sql: &str| {
+            Arc::<str>::from(with_reasons(
+                &sql.replace("{schema}", quoted_schema).replace("{now}", NOW),
+            ))
+        };
         Statements {
             claim: s(claim::CLAIM),
             claim_due: s(due::CLAIM_DUE),
@@ -179,7 +183,12 @@ mod tests {
         for sql in runs {
             let sql = sql.to_lowercase();
             assert!(sql.contains("statement_timestamp()"), "{sql}");
-            for stale in ["now()", "current_timestamp", "transaction_timestamp", "{now}"] {
+            for stale in [
+                "now()",
+                "current_timestamp",
+                "transaction_timestamp",
+                "{now}",
+            ] {
                 assert!(!sql.contains(stale), "{stale} in {sql}");
             }
         }

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use slotguard::{ErrorClass, Overlap};
 use slotguard::store::{Claim, DueSpec, Finish, SlotStore, SlotStoreExt as _};
+use slotguard::{ErrorClass, Overlap};
 use slotguard_tests::{request, with_overlap};
 use sqlx::Connection as _;
 
@@ -50,10 +50,7 @@ async fn a_claim_that_waited_is_fresh_when_it_is_won() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     let job = unique_job("claim");
-    let slot = with_overlap(
-        request(&job, "2026-03-01T02:00:00Z", STALE),
-        Overlap::Skip,
-    );
+    let slot = with_overlap(request(&job, "2026-03-01T02:00:00Z", STALE), Overlap::Skip);
     let holder = hold_claim_lock(&job).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let first = backend
@@ -84,13 +81,15 @@ async fn a_due_claim_that_waited_is_fresh_when_it_is_won() {
     let schema = TestSchema::new();
     let backend = schema.backend().await;
     let job = unique_job("due");
-    let slot = with_overlap(
-        request(&job, "2026-03-01T02:00:00Z", STALE),
-        Overlap::Skip,
-    );
+    let slot = with_overlap(request(&job, "2026-03-01T02:00:00Z", STALE), Overlap::Skip);
     let lease = won(&backend.claim("a", &[slot]).await.expect("claim")[0]);
     let retry = Finish::failed(ErrorClass::Transient, "boom", Some(Duration::ZERO));
-    assert!(backend.finish_one("a", &lease, &retry).await.expect("finish"));
+    assert!(
+        backend
+            .finish_one("a", &lease, &retry)
+            .await
+            .expect("finish")
+    );
     let specs = [DueSpec {
         job: job.clone(),
         max_attempts: 5,

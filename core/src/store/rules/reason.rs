@@ -20,3 +20,9 @@ pub const HEARTBEAT_EXPIRED: &str = "heartbeat expired";
 pub fn exhausted(attempt: impl std::fmt::Display, max_attempts: impl std::fmt::Display) -> String {
     format!("attempts exhausted ({attempt} of {max_attempts})")
 }
+
+/// The message of a slot that the job's business calendar removed (convention `skip`): the
+/// holiday's name, or `weekend`.
+pub fn calendar(holiday: Option<&str>) -> String {
+    format!("calendar: {}", holiday.unwrap_or("weekend"))
+}
