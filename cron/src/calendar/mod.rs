@@ -15,6 +15,8 @@
 
 mod adjust;
 mod builtin;
+#[cfg(feature = "import")]
+mod import;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -97,6 +99,14 @@ pub enum CalendarError {
     Shift {
         /// The shift asked for.
         shift: i32,
+    },
+    /// A calendar file that cannot be read ([`Calendar::from_ical`], [`Calendar::from_csv`]).
+    #[error("cannot import the {format} calendar: {problem}")]
+    Import {
+        /// `iCalendar` or `CSV`.
+        format: &'static str,
+        /// What is wrong, and where.
+        problem: String,
     },
     /// A line of holiday data that is not `YYYY-MM-DD name`.
     #[error("line {line} of the holiday data is not `YYYY-MM-DD name`: {text:?}")]
