@@ -402,18 +402,31 @@ fn push(
     cut
 }
 
-/// The schedule a stored definition names, if this version can read it.
+/// The schedule a stored definition names, if this version can read it: with its business
+/// calendar, which must be a builtin one holding the same dates here (a calendar built in code
+/// lives only in the application's processes).
 pub(crate) fn schedule_of(record: &JobRecord) -> Option<Schedule> {
     let def = &record.definition;
     let dst: DstPolicy = def.dst.parse().ok()?;
-    Some(Schedule::parse(&def.cron, &def.zone).ok()?.with_dst(dst))
+    let schedule = Schedule::parse(&def.cron, &def.zone).ok()?.with_dst(dst);
+    match &def.calendar {
+        None => Some(schedule),
+        Some(calendar) => Some(schedule.with_calendar(calendar.rule()?)),
+    }
 }
 
 fn unreadable(record: &JobRecord) -> AdminError {
+    let why = match &record.definition.calendar {
+        Some(calendar) if calendar.rule().is_none() => format!(
+            ": its business calendar `{}` is not a builtin one with the same dates here",
+            shown(&calendar.name)
+        ),
+        _ => String::new(),
+    };
     AdminError::Invalid {
         field: "job",
         problem: format!(
-            "the stored schedule of `{}` cannot be read by this version",
+            "the stored schedule of `{}` cannot be read by this version{why}",
             shown(&record.definition.name)
         ),
     }

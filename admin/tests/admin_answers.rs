@@ -19,6 +19,7 @@ fn definition(name: &str) -> JobDefinition {
         fingerprint: Schedule::parse("0 2 * * *", "Asia/Seoul")
             .unwrap()
             .fingerprint(),
+        calendar: None,
     }
 }
 

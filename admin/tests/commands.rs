@@ -18,6 +18,7 @@ async fn setup() -> Admin {
         fingerprint: Schedule::parse("0 2 * * *", "Asia/Seoul")
             .unwrap()
             .fingerprint(),
+        calendar: None,
     };
     backend.register_jobs(&[definition]).await.unwrap();
     Admin::new(backend)

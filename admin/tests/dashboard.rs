@@ -57,6 +57,7 @@ fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint: Schedule::parse(cron, zone).unwrap().fingerprint(),
+        calendar: None,
     }
 }
 
@@ -223,6 +224,7 @@ async fn the_missed_page_lists_every_jobs_slots_without_a_row() {
     let unreadable = JobDefinition {
         cron: "@every-fortnight".to_owned(),
         fingerprint: 0,
+        calendar: None,
         ..definition("from-the-future", "0 4 * * *", "UTC")
     };
     backend.register_jobs(&[unreadable]).await.unwrap();

@@ -31,6 +31,7 @@ async fn registered(name: &str, cron: &str) -> MemoryBackend {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint,
+        calendar: None,
     };
     backend.register_jobs(&[definition]).await.unwrap();
     backend

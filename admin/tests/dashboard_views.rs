@@ -44,6 +44,7 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
         fingerprint: Schedule::parse("0 2 * * *", "Asia/Seoul")
             .unwrap()
             .fingerprint(),
+        calendar: None,
     };
     // Registered before its first slot, so the timeline counts missed slots from then.
     let backend = registered_a_year_ago(&[definition]).await;

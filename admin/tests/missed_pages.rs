@@ -72,6 +72,7 @@ async fn three_jobs_half_backfilled() -> (Admin, DateTime<Utc>, DateTime<Utc>) {
         fingerprint: slotguard::Schedule::parse(cron, "UTC")
             .unwrap()
             .fingerprint(),
+        calendar: None,
     })
     .collect();
     store.register_jobs(&definitions).await.unwrap();

@@ -131,6 +131,7 @@ async fn a_replica_that_stops_refreshing_is_gone_and_its_jobs_inactive() {
             dst: "vixie".into(),
             guard: "slot".into(),
             fingerprint: 1,
+            calendar: None,
         }])
         .await
         .unwrap();

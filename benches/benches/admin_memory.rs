@@ -149,6 +149,7 @@ async fn fill(backend: &SqliteBackend, path: &std::path::Path, from: DateTime<Ut
             dst: "vixie".to_owned(),
             guard: "slot".to_owned(),
             fingerprint,
+            calendar: None,
         })
         .collect();
     backend.register_jobs(&definitions).await.expect("register");

@@ -179,6 +179,7 @@ async fn fill(backend: &PgBackend, schema: &str, now: DateTime<Utc>) {
             dst: "vixie".into(),
             guard: "slot".into(),
             fingerprint,
+            calendar: None,
         })
         .collect();
     backend.register_jobs(&jobs).await.expect("jobs");

@@ -139,3 +139,162 @@ mod tests {
         ));
     }
 }
+
+/// A job's business calendar as the store keeps it with the job's definition
+/// ([`JobDefinition::calendar`](crate::store::JobDefinition::calendar)): enough for operators to
+/// see it, and for another process to rebuild the rule when the calendar is a builtin one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalendarDefinition {
+    /// The calendar's name (`KR`, or the name of one built in code).
+    pub name: String,
+    /// Where its data comes from (`holidays 0.109`, `CSV`, empty for one built in code).
+    pub version: String,
+    /// [`Calendar::digest`]: which dates it holds.
+    pub digest: u64,
+    /// The convention, as [`Adjust::as_str`] spells it.
+    pub adjust: String,
+    /// The shift, in business days.
+    pub shift: i32,
+}
+
+impl CalendarDefinition {
+    /// The definition of `rule`.
+    pub fn of(rule: &BusinessRule) -> Self {
+        let calendar = rule.calendar();
+        CalendarDefinition {
+            name: calendar.name().to_owned(),
+            version: calendar.version().to_owned(),
+            digest: calendar.digest(),
+            adjust: rule.convention().as_str().to_owned(),
+            shift: rule.shift(),
+        }
+    }
+
+    /// The rule again, when the calendar is a builtin one whose dates this version holds (the same
+    /// digest); `None` for a calendar built in code, or a builtin whose data differs here.
+    pub fn rule(&self) -> Option<BusinessRule> {
+        let calendar = Calendar::builtin(&self.name).ok()?;
+        if calendar.digest() != self.digest {
+            return None;
+        }
+        let adjust: Adjust = self.adjust.parse().ok()?;
+        BusinessRule::new(calendar, adjust)
+            .with_shift(self.shift)
+            .ok()
+    }
+
+    /// The one-column text the stores keep: `adjust`, `shift`, digest, version and name, one per
+    /// line (backslashes and line breaks in the last two escaped).
+    pub fn to_stored(&self) -> String {
+        let escape = |s: &str| s.replace('\\', "\\\\").replace('\n', "\\n");
+        format!(
+            "{}\n{}\n{:016x}\n{}\n{}",
+            self.adjust,
+            self.shift,
+            self.digest,
+            escape(&self.version),
+            escape(&self.name)
+        )
+    }
+
+    /// The definition a store read back: [`CalendarDefinition::from_stored`], or, for text this
+    /// version cannot read, one whose [`rule`](CalendarDefinition::rule) is `None` (so the job's
+    /// schedule is reported unreadable rather than read without its calendar).
+    pub fn read(text: &str) -> Self {
+        CalendarDefinition::from_stored(text).unwrap_or_else(|| CalendarDefinition {
+            name: "(unreadable)".to_owned(),
+            version: String::new(),
+            digest: 0,
+            adjust: "unreadable".to_owned(),
+            shift: 0,
+        })
+    }
+
+    /// The definition [`CalendarDefinition::to_stored`] wrote; `None` for other text.
+    pub fn from_stored(text: &str) -> Option<Self> {
+        let mut lines = text.split('\n');
+        let mut next = || lines.next();
+        let (adjust, shift, digest) = (next()?, next()?, next()?);
+        let (version, name) = (unescape(next()?)?, unescape(next()?)?);
+        Some(CalendarDefinition {
+            name,
+            version,
+            digest: u64::from_str_radix(digest, 16).ok()?,
+            adjust: adjust.to_owned(),
+            shift: shift.parse().ok()?,
+        })
+    }
+}
+
+/// `KR preceding`, `acme skip shift +1`: the calendar, its convention and any shift.
+impl std::fmt::Display for CalendarDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.adjust)?;
+        if self.shift != 0 {
+            write!(f, " shift {:+}", self.shift)?;
+        }
+        Ok(())
+    }
+}
+
+/// The text of an escaped field; `None` for a stray escape.
+fn unescape(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(match (c, c == '\\') {
+            (_, false) => c,
+            (_, true) => match chars.next()? {
+                'n' => '\n',
+                '\\' => '\\',
+                _ => return None,
+            },
+        });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod stored {
+    use super::*;
+
+    #[test]
+    fn a_definition_survives_the_store_and_rebuilds_builtin_rules_only() {
+        let rule = BusinessRule::new(Calendar::builtin("KR").unwrap(), Adjust::Preceding)
+            .with_shift(-1)
+            .unwrap();
+        let def = CalendarDefinition::of(&rule);
+        let back = CalendarDefinition::from_stored(&def.to_stored()).unwrap();
+        assert_eq!(back, def);
+        assert_eq!(back.rule(), Some(rule));
+        assert_eq!(back.to_string(), "KR preceding shift -1");
+        let odd = CalendarDefinition {
+            name: "a\nb\\c".into(),
+            version: "x\\ny".into(),
+            ..def.clone()
+        };
+        assert_eq!(
+            CalendarDefinition::from_stored(&odd.to_stored()),
+            Some(odd.clone())
+        );
+        assert_eq!(odd.rule(), None, "not a builtin");
+        let other_dates = CalendarDefinition {
+            digest: def.digest ^ 1,
+            ..def
+        };
+        assert_eq!(
+            other_dates.rule(),
+            None,
+            "a builtin whose dates differ here"
+        );
+        assert_eq!(CalendarDefinition::read("junk").rule(), None);
+        for bad in [
+            "",
+            "preceding\n1",
+            "preceding\nx\n00\nv\nKR",
+            "p\n1\n0\nv\\q\nKR",
+        ] {
+            assert_eq!(CalendarDefinition::from_stored(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -61,7 +61,7 @@ pub mod store;
 /// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types
 /// through `slotguard::chrono` and an application needs no `chrono` dependency of its own, nor a
 /// matching version.
-pub use calendar::{CalendarRef, CalendarSettingError};
+pub use calendar::{CalendarDefinition, CalendarRef, CalendarSettingError};
 pub use chrono;
 pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
 pub use context::{CheckpointError, JobContext, MAX_CHECKPOINT_BYTES};

@@ -126,6 +126,7 @@ where
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint,
+        calendar: None,
     };
     rt.block_on(backend.register_jobs(&[definition]))
         .expect("register the job");

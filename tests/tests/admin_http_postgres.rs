@@ -41,6 +41,7 @@ fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint: Schedule::parse(cron, zone).unwrap().fingerprint(),
+        calendar: None,
     }
 }
 

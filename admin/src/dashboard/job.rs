@@ -66,10 +66,11 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
             ..RunFilter::default()
         })
         .await?;
-    let cells = timeline::cells(&ui.admin, job, &recent).await;
+    let schedule = crate::missed::schedule_of(&record);
+    let cells = timeline::cells(&ui.admin, job, schedule.as_ref(), &recent).await;
     let def = &record.definition;
     let zone = def.zone.parse::<chrono_tz::Tz>().ok();
-    let next = crate::missed::schedule_of(&record)
+    let next = schedule
         .map(|s| {
             s.slots_after(chrono::Utc::now())
                 .take(3)
@@ -85,6 +86,12 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
             dt { "Schedule" } dd {
                 @if let Some(words) = describe(&def.cron) { (words) " · " }
                 code { (def.cron) } " in " (def.zone) " (DST: " (def.dst) ")"
+            }
+            @if let Some(calendar) = &def.calendar {
+                dt { "Calendar" } dd {
+                    (calendar.to_string())
+                    @if !calendar.version.is_empty() { " · " small { (calendar.version) } }
+                }
             }
             dt { "Guard" } dd { (def.guard) }
             dt { "State" } dd { (live("pause", pause_state(&record))) }

@@ -102,6 +102,7 @@ fn row(base: &Base, job: &JobStatus, counts: &Counts) -> Markup {
             td {
                 @if let Some(words) = describe(&def.cron) { (words) br; }
                 code { (def.cron) }
+                @if let Some(calendar) = &def.calendar { br; small { "on " (calendar.to_string()) } }
             }
             td { (def.zone) br; small { (def.dst) } }
             td { (def.guard) }

@@ -6,6 +6,7 @@ use maud::{Markup, html};
 use super::page::{Base, utc};
 use crate::{Admin, MissedSlot};
 use slotguard::store::{RunRecord, RunStatus};
+use slotguard_cron::{Schedule, Slot};
 
 /// The most cells drawn.
 pub(super) const CELLS: usize = 60;
@@ -19,6 +20,9 @@ pub(super) struct Cell {
     pub(super) kind: &'static str,
     /// What hovering shows: the outcome and, for a skip or a failure, its reason.
     pub(super) note: String,
+    /// `moved` for a slot its business calendar moved off its nominal date, `calendar` for one
+    /// its calendar removed: drawn with a mark.
+    pub(super) mark: Option<&'static str>,
 }
 
 /// The kind of cell a run is drawn as.
@@ -35,7 +39,12 @@ pub(super) fn kind(run: &RunRecord) -> &'static str {
 
 /// The newest [`CELLS`] slots: the runs given, and the schedule's slots without a row between the
 /// oldest of them (or a day ago) and now.
-pub(super) async fn cells(admin: &Admin, job: &str, runs: &[RunRecord]) -> Vec<Cell> {
+pub(super) async fn cells(
+    admin: &Admin,
+    job: &str,
+    schedule: Option<&Schedule>,
+    runs: &[RunRecord],
+) -> Vec<Cell> {
     let now = Utc::now();
     let oldest = runs.iter().map(|r| r.key.scheduled_at).min();
     let from = oldest.unwrap_or(now - chrono::Duration::days(1));
@@ -49,26 +58,61 @@ pub(super) async fn cells(admin: &Admin, job: &str, runs: &[RunRecord]) -> Vec<C
     };
     let mut cells: Vec<Cell> = runs
         .iter()
-        .map(|run| Cell {
-            at: run.key.scheduled_at,
-            partition: run.key.partition.clone(),
-            kind: kind(run),
-            note: match &run.error_message {
+        .map(|run| {
+            let mut note = match &run.error_message {
                 Some(message) => format!("{}: {message}", run.status),
                 None => run.status.to_string(),
-            },
+            };
+            let moved = schedule.and_then(|s| moved_from(s, run));
+            if let Some(from) = &moved {
+                note.push_str(&format!(" · moved from {from}"));
+            }
+            let removed = run.status == RunStatus::Skipped
+                && run
+                    .error_message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("calendar: "));
+            Cell {
+                at: run.key.scheduled_at,
+                partition: run.key.partition.clone(),
+                kind: kind(run),
+                note,
+                mark: match (moved, removed) {
+                    (Some(_), _) => Some("moved"),
+                    (None, true) => Some("calendar"),
+                    (None, false) => None,
+                },
+            }
         })
         .chain(missed.iter().map(|slot| Cell {
             at: slot.scheduled_at,
             partition: String::new(),
             kind: "missed",
             note: "missed: no run and no record of why".into(),
+            mark: None,
         }))
         .collect();
     cells.sort_by(|a, b| (a.at, &a.partition).cmp(&(b.at, &b.partition)));
     let skip = cells.len().saturating_sub(CELLS);
     cells.drain(..skip);
     cells
+}
+
+/// The nominal dates a run's slot was moved from by its business calendar (`2026-09-25`), when
+/// its date is not one of them.
+fn moved_from(schedule: &Schedule, run: &RunRecord) -> Option<String> {
+    schedule.business()?;
+    let slot = Slot {
+        scheduled_at: run.key.scheduled_at,
+        wall: run.wall_time,
+        zone: schedule.zone(),
+    };
+    let nominal = schedule.nominal_dates(&slot);
+    if nominal.is_empty() || nominal.contains(&slot.business_date()) {
+        return None;
+    }
+    let dates: Vec<String> = nominal.iter().map(ToString::to_string).collect();
+    Some(dates.join(", "))
 }
 
 /// The cells, oldest on the left, each linking to its run (a missed slot to the job's backfill).
@@ -83,7 +127,7 @@ pub(super) fn draw(base: &Base, job: &str, cells: &[Cell]) -> Markup {
                     @if cell.kind == "missed" {
                         span role="listitem" class={ "cell k-missed" } title=(title) {}
                     } @else {
-                        a role="listitem" class={ "cell k-" (cell.kind) } title=(title)
+                        a role="listitem" class={ "cell k-" (cell.kind) @if let Some(m) = cell.mark { " m-" (m) } } title=(title)
                             href=(base.run(job, &cell.at, &cell.partition)) {}
                     }
                 }
@@ -92,6 +136,10 @@ pub(super) fn draw(base: &Base, job: &str, cells: &[Cell]) -> Markup {
             p.legend {
                 @for kind in ["succeeded", "failed", "skipped", "missed", "running", "pending", "retrying"] {
                     span class={ "cell k-" (kind) } {} " " (kind) " "
+                }
+                @if cells.iter().any(|c| c.mark.is_some()) {
+                    span class="cell k-succeeded m-moved" {} " moved by the calendar "
+                    span class="cell k-skipped m-calendar" {} " removed by the calendar "
                 }
             }
         }

@@ -46,12 +46,34 @@ pub(super) struct JobDto {
     pub(super) dst: String,
     pub(super) guard: String,
     pub(super) fingerprint: String,
+    pub(super) calendar: Option<CalendarDto>,
     pub(super) paused: bool,
     pub(super) paused_by: Option<String>,
     pub(super) paused_reason: Option<String>,
     pub(super) paused_at: Option<DateTime<Utc>>,
     pub(super) registered_at: DateTime<Utc>,
     pub(super) seen_at: DateTime<Utc>,
+}
+
+/// A job's business calendar, convention and shift.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CalendarDto {
+    pub(super) name: String,
+    pub(super) version: String,
+    pub(super) adjust: String,
+    pub(super) shift: i32,
+}
+
+impl From<&slotguard::CalendarDefinition> for CalendarDto {
+    fn from(c: &slotguard::CalendarDefinition) -> Self {
+        CalendarDto {
+            name: c.name.clone(),
+            version: c.version.clone(),
+            adjust: c.adjust.clone(),
+            shift: c.shift,
+        }
+    }
 }
 
 impl From<&JobRecord> for JobDto {
@@ -64,6 +86,7 @@ impl From<&JobRecord> for JobDto {
             dst: def.dst.clone(),
             guard: def.guard.clone(),
             fingerprint: fingerprint(def.fingerprint),
+            calendar: def.calendar.as_ref().map(CalendarDto::from),
             paused: record.paused,
             paused_by: record.paused_by.clone(),
             paused_reason: record.paused_reason.clone(),

@@ -39,6 +39,7 @@ pub(crate) fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint: Schedule::parse(cron, zone).unwrap().fingerprint(),
+        calendar: None,
     }
 }
 

@@ -132,6 +132,14 @@ impl AdminStore for PgBackend {
             .iter()
             .map(|j| inspect::fingerprint_to_db(j.fingerprint))
             .collect();
+        let calendars: Vec<Option<String>> = jobs
+            .iter()
+            .map(|j| {
+                j.calendar
+                    .as_ref()
+                    .map(slotguard::CalendarDefinition::to_stored)
+            })
+            .collect();
         sqlx::query(sql(&self.inner.statements.register_jobs))
             .bind(&names)
             .bind(&crons)
@@ -139,6 +147,7 @@ impl AdminStore for PgBackend {
             .bind(&dsts)
             .bind(&guards)
             .bind(&fingerprints)
+            .bind(&calendars)
             .execute(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

@@ -106,6 +106,11 @@ pub(crate) fn fingerprint_from_db(stored: i64) -> u64 {
     u64::from_ne_bytes(stored.to_ne_bytes())
 }
 
+/// A stored calendar column.
+fn calendar_from_db(stored: Option<String>) -> Option<slotguard::CalendarDefinition> {
+    stored.as_deref().map(slotguard::CalendarDefinition::read)
+}
+
 /// A row of [`JOBS`](crate::sql::jobs::JOBS).
 pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
     let fingerprint: i64 = row.try_get("schedule_fingerprint")?;
@@ -117,6 +122,7 @@ pub(crate) fn job(row: &PgRow) -> Result<JobRecord, PgError> {
             dst: row.try_get("dst")?,
             guard: row.try_get("guard")?,
             fingerprint: fingerprint_from_db(fingerprint),
+            calendar: calendar_from_db(row.try_get("calendar")?),
         },
         paused: row.try_get("paused")?,
         paused_by: row.try_get("paused_by")?,

@@ -58,6 +58,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "queue: active runs by slot",
         sql: include_str!("../migrations/0008_queue.sql"),
     },
+    Migration {
+        version: 9,
+        description: "job calendars",
+        sql: include_str!("../migrations/0009_job_calendars.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -50,6 +50,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "replica registry and retention indexes",
         sql: include_str!("../migrations/0006_replicas_and_retention.sql"),
     },
+    Migration {
+        version: 7,
+        description: "job calendars",
+        sql: include_str!("../migrations/0007_job_calendars.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -144,6 +144,7 @@ mod no_panic {
             fingerprint: slotguard::Schedule::parse(cron, "Asia/Seoul")
                 .unwrap()
                 .fingerprint(),
+            calendar: None,
         };
         backend.register_jobs(&[definition]).await.unwrap();
         Admin::new(backend)

@@ -34,10 +34,11 @@ pub(crate) const REPORT: &str = "report";
 pub(crate) const TICKER: &str = "ticker";
 
 /// The columns of `slotguard jobs`.
-pub(crate) const JOBS_HEADER: [&str; 9] = [
+pub(crate) const JOBS_HEADER: [&str; 10] = [
     "JOB",
     "CRON",
     "ZONE",
+    "CALENDAR",
     "GUARD",
     "NEXT",
     "LAST SLOT",
@@ -295,6 +296,7 @@ fn definition(name: &str, cron: &str, zone: &str) -> JobDefinition {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint: 0x5107_6a4d,
+        calendar: None,
     }
 }
 

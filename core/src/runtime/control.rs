@@ -21,6 +21,7 @@ pub(crate) async fn register(rt: &Runtime, store: &dyn AdminStore) -> Result<(),
             dst: j.schedule.dst().as_str().to_owned(),
             guard: j.level.to_string(),
             fingerprint: j.schedule.fingerprint(),
+            calendar: j.schedule.business().map(crate::CalendarDefinition::of),
         })
         .collect();
     store.register_jobs(&definitions).await?;

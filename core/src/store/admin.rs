@@ -26,8 +26,10 @@ pub struct JobDefinition {
     pub dst: String,
     /// The guard level's name (`none`, `local`, `lock`, `slot`).
     pub guard: String,
-    /// The schedule's fingerprint (expression, zone, DST policy).
+    /// The schedule's fingerprint (expression, zone, DST policy, calendar).
     pub fingerprint: u64,
+    /// The job's business calendar, convention and shift, when it has one.
+    pub calendar: Option<crate::CalendarDefinition>,
 }
 
 /// A registered job with its stored pause state.

@@ -137,10 +137,18 @@ async fn pause_and_register_again(
     let paused_at = paused.paused_at.expect("paused_at");
     assert!(paused_at >= first_seen);
 
-    // A new deployment registers again, with a new expression: the definition and `seen_at`
-    // change, the pause stays.
+    // A new deployment registers again, with a new expression and a business calendar (a name
+    // with a line break and a backslash, kept as written): the definition and `seen_at` change,
+    // the pause stays.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let changed = definition("zeta", "0 3 * * *", 42);
+    let mut changed = definition("zeta", "0 3 * * *", 42);
+    changed.calendar = Some(slotguard::CalendarDefinition {
+        name: "acme\nshutdown\\2026\n".to_owned(),
+        version: "holidays 0.109; KR".to_owned(),
+        digest: BIG,
+        adjust: "modified-preceding".to_owned(),
+        shift: -2,
+    });
     backend
         .register_jobs(std::slice::from_ref(&changed))
         .await

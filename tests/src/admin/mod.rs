@@ -111,6 +111,7 @@ pub fn definition(name: &str, cron: &str, fingerprint: u64) -> JobDefinition {
         dst: "vixie".to_owned(),
         guard: "slot".to_owned(),
         fingerprint,
+        calendar: None,
     }
 }
 

@@ -109,3 +109,40 @@ async fn a_due_claim_that_waited_is_fresh_when_it_is_won() {
     );
     backend.close().await;
 }
+
+/// What the fix rests on: in a transaction, a statement sqlx has prepared and cached reads
+/// `statement_timestamp()` as the time it is executed, after whatever the transaction waited for
+/// before it, whereas `now()` stays at the transaction's start.
+#[tokio::test]
+async fn a_cached_statement_reads_its_own_start() {
+    let mut conn = sqlx::PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    let read = "SELECT now(), statement_timestamp(), clock_timestamp()";
+    type Times = (
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+    );
+    // Prepared and cached on this connection.
+    let _: Times = sqlx::query_as(read)
+        .fetch_one(&mut conn)
+        .await
+        .expect("read");
+    let mut tx = conn.begin().await.expect("begin");
+    sqlx::query("SELECT pg_sleep(0.5)")
+        .execute(&mut *tx)
+        .await
+        .expect("wait");
+    let (now, statement, clock): Times = sqlx::query_as(read)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("read");
+    tx.rollback().await.expect("rollback");
+    let waited = (statement - now).num_milliseconds();
+    assert!(
+        waited >= 450,
+        "statement_timestamp() {waited} ms after now()"
+    );
+    assert!((clock - statement).num_milliseconds() < 100);
+}

@@ -104,6 +104,11 @@ impl Shared {
                 // The fingerprint's bits, reinterpreted: SQLite integers are signed.
                 .bind(job.fingerprint as i64)
                 .bind(now)
+                .bind(
+                    job.calendar
+                        .as_ref()
+                        .map(slotguard::CalendarDefinition::to_stored),
+                )
                 .execute(&mut *w.tx)
                 .await
                 .map_err(q)?;
@@ -134,6 +139,10 @@ impl Shared {
                         guard: decode.get(row, "guard")?,
                         // The bits of the u64 the registration stored.
                         fingerprint: fingerprint as u64,
+                        calendar: decode
+                            .get::<Option<String>>(row, "calendar")?
+                            .as_deref()
+                            .map(slotguard::CalendarDefinition::read),
                     },
                     paused: paused != 0,
                     paused_by: decode.get(row, "paused_by")?,

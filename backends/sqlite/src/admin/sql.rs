@@ -13,19 +13,20 @@ pub(super) const MAX_LIST: usize = 10_000;
 /// pause state and first registration kept.
 pub(super) const REGISTER_JOB: &str = "
 INSERT INTO slotguard_jobs (
-    job_name, cron, zone, dst, guard, schedule_fingerprint, registered_at, seen_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+    job_name, cron, zone, dst, guard, schedule_fingerprint, registered_at, seen_at, calendar)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)
 ON CONFLICT (job_name) DO UPDATE SET
     cron = excluded.cron,
     zone = excluded.zone,
     dst = excluded.dst,
     guard = excluded.guard,
     schedule_fingerprint = excluded.schedule_fingerprint,
+    calendar = excluded.calendar,
     seen_at = excluded.seen_at";
 
 pub(super) const JOBS: &str = "
-SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, paused, paused_by, paused_reason,
-       paused_at, registered_at, seen_at
+SELECT job_name, cron, zone, dst, guard, schedule_fingerprint, calendar, paused, paused_by,
+       paused_reason, paused_at, registered_at, seen_at
 FROM slotguard_jobs
 ORDER BY job_name";
 

@@ -113,6 +113,7 @@ pub(crate) fn pause_and_resume(fx: &Fixture) {
     let report = &jobs[1];
     assert_eq!(report["CRON"], "0 * * * *");
     assert_eq!(report["ZONE"], "Asia/Seoul");
+    assert_eq!(report["CALENDAR"], "-", "no business calendar");
     assert_eq!(report["GUARD"], "slot");
     assert_eq!(report["LAST SLOT"], "2026-03-01T04:00:00Z");
     assert_eq!(report["LAST STATUS"], "failed");
