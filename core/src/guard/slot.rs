@@ -172,6 +172,9 @@ fn unavailable(n: usize, e: &StoreError) -> Vec<Decision> {
         .collect()
 }
 
+/// The first and the longest wait between writes of an outcome the store could not take.
+const OUTCOME_RETRY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+
 /// What the store records for an outcome, under the job's retry policy.
 fn finish_for(outcome: &RunOutcome, attempt: u32, retry: &RetryPolicy) -> Finish {
     match outcome {
@@ -256,14 +259,12 @@ impl Permit for ClaimedSlot {
     }
 
     async fn release(self: Box<Self>, outcome: &RunOutcome) -> Option<bool> {
-        self.heartbeats.remove(self.lease.token);
         let finish = finish_for(outcome, self.lease.attempt, &self.retry);
         let dead = finish.status == RunStatus::Dead;
-        let answer = self
-            .finisher
-            .submit((self.lease, finish))
-            .await
-            .unwrap_or_else(|| Err(StoreError::unavailable("the runtime is shutting down")));
+        // The attempt keeps its heartbeat until its outcome is written: a row left `running`
+        // without one would go stale and be run again, though its body is done.
+        let answer = self.record(finish).await;
+        self.heartbeats.remove(self.lease.token);
         Some(match answer {
             Ok(true) => {
                 if dead {
@@ -295,6 +296,37 @@ impl Permit for ClaimedSlot {
                 false
             }
         })
+    }
+}
+
+impl ClaimedSlot {
+    /// Writes the outcome; while the store is unavailable (a restart, a full lock table), tries
+    /// again with a growing wait, heartbeating meanwhile, for as long as the attempt can still
+    /// hold its run: until a heartbeat is refused, or for the stale threshold (three heartbeat
+    /// intervals), after which another process may have taken the run over.
+    async fn record(&self, finish: Finish) -> Result<bool, StoreError> {
+        let budget = tokio::time::Instant::now() + self.heartbeats.interval * 3;
+        let mut wait = OUTCOME_RETRY.0;
+        loop {
+            let Some(answer) = self.finisher.submit((self.lease, finish.clone())).await else {
+                return Err(StoreError::unavailable("the runtime is shutting down"));
+            };
+            let retry = match &answer {
+                Err(e) if e.is_unavailable() => tokio::time::Instant::now() + wait < budget,
+                _ => false,
+            };
+            if !retry || self.lost.is_cancelled() {
+                return answer;
+            }
+            if let Err(e) = &answer {
+                tracing::warn!(job = %self.key.job, run_id = self.lease.run_id, error = %e, "could not record the outcome yet; trying again");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.lost.cancelled() => return answer,
+            }
+            wait = (wait * 2).min(OUTCOME_RETRY.1);
+        }
     }
 }
 
