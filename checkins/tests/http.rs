@@ -292,3 +292,49 @@ async fn a_failing_receiver_gets_each_check_in_a_bounded_number_of_times() {
     );
     assert!(!runs.lock().unwrap().is_empty(), "the runs went ahead");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentry_upserts_the_monitor_from_a_crontab_job_run_by_hand() {
+    let (receiver, addr) = Receiver::start(Duration::ZERO, StatusCode::ACCEPTED).await;
+    let sentry = SentryCrons::from_dsn(&format!("http://pubkey@{addr}/42")).unwrap();
+    let backend = MemoryBackend::new();
+    let handle = Scheduler::builder()
+        .backend(backend.clone())
+        .recovery_interval(Duration::from_millis(50))
+        .job(
+            Job::new("nightly", "0 3 * * *", |_ctx: JobContext| async {})
+                .tz("Europe/Berlin")
+                .deadline(Duration::from_secs(90))
+                .timeout(Duration::from_secs(600))
+                .monitor(Arc::new(sentry)),
+        )
+        .build()
+        .unwrap()
+        .start();
+    let admin = slotguard_admin::Admin::new(backend);
+    let by = slotguard_admin::ChangeRequest::new("ops", "check the monitor");
+    // Registration is a start-up task: retry until the job is known.
+    let mut triggered = None;
+    for _ in 0..40 {
+        if let Ok(done) = admin.trigger("nightly", &by).await {
+            triggered = Some(done);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(triggered.is_some(), "the trigger was taken");
+    wait_for(&receiver, 2, Duration::from_secs(3)).await;
+    handle.shutdown().await;
+    assert_eq!(receiver.statuses()[..2], ["in_progress", "ok"]);
+    let (path, _, start) = &receiver.seen()[0];
+    assert_eq!(path, "/api/42/cron/nightly/pubkey/");
+    assert_eq!(
+        start["monitor_config"],
+        serde_json::json!({
+            "schedule": { "type": "crontab", "value": "0 3 * * *" },
+            "checkin_margin": 2,
+            "max_runtime": 10,
+            "timezone": "Europe/Berlin",
+        })
+    );
+}
