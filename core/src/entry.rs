@@ -9,6 +9,7 @@ use slotguard_cron::{Schedule, Slot};
 
 pub(crate) use crate::context::RunSlot;
 use crate::job::{Handler, PartitionProvider};
+use crate::monitor::attached::Attached;
 use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
 use crate::store::{ClaimRequest, DueSpec, SlotKey, Trigger};
 
@@ -84,6 +85,8 @@ pub(crate) struct JobEntry {
     pub(crate) limits: (Option<u32>, Option<u32>),
     /// Bodies of the job claimed from the store that run in this process now.
     pub(crate) bodies: AtomicUsize,
+    /// Where its check-ins go, if anywhere.
+    pub(crate) monitor: Option<Attached>,
 }
 
 impl JobEntry {

@@ -10,6 +10,7 @@ use slotguard_cron::DstPolicy;
 
 use crate::calendar::{CalendarRef, CalendarSettings};
 use crate::context::JobContext;
+use crate::monitor::Monitor;
 use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
 
 /// The body of a job, type-erased.
@@ -54,6 +55,8 @@ pub struct Job {
     pub(crate) partitions: Option<PartitionProvider>,
     /// Per process (`.0`) and cluster-wide (`.1`) limits on the job's bodies claimed from the store.
     pub(crate) limits: (Option<u32>, Option<u32>),
+    /// Where the job's check-ins go; `None`: the scheduler's monitor, if any.
+    pub(crate) monitor: Option<Arc<dyn Monitor>>,
     pub(crate) handler: Handler,
 }
 
@@ -72,6 +75,7 @@ impl fmt::Debug for Job {
             .field("catch_up", &self.catch_up)
             .field("deadline", &self.deadline)
             .field("retention", &self.retention)
+            .field("monitor", &self.monitor.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -107,6 +111,7 @@ impl Job {
             retention: None,
             partitions: None,
             limits: (None, None),
+            monitor: None,
             handler,
         }
     }
@@ -265,6 +270,15 @@ impl Job {
     pub fn timeout(mut self, limit: std::time::Duration) -> Self {
         let retry = self.retry.unwrap_or_default();
         self.retry = Some(retry.with_timeout(limit));
+        self
+    }
+
+    /// Sends the job's check-ins to `monitor`: `in_progress` when a body starts, `ok` or `error`
+    /// when it ends, off the body's path (see [`monitor`](crate::monitor)). Replaces the
+    /// scheduler's [`monitor`](crate::SchedulerBuilder::monitor) for this job.
+    #[must_use]
+    pub fn monitor(mut self, monitor: Arc<dyn Monitor>) -> Self {
+        self.monitor = Some(monitor);
         self
     }
 

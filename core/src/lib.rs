@@ -48,6 +48,7 @@ pub mod guard;
 mod handle;
 mod job;
 pub mod metrics;
+pub mod monitor;
 mod once;
 pub mod operate;
 mod policy;
@@ -61,6 +62,9 @@ pub mod store;
 /// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types
 /// through `slotguard::chrono` and an application needs no `chrono` dependency of its own, nor a
 /// matching version.
+/// The attribute [`Monitor`] implementations take.
+#[doc(no_inline)]
+pub use async_trait::async_trait;
 pub use calendar::{CalendarDefinition, CalendarRef, CalendarSettingError};
 pub use chrono;
 pub use clock::{Clock, ClockSync, SystemClock, TokioClock};
@@ -70,6 +74,7 @@ pub use handle::{SchedulerHandle, ShutdownReport};
 pub use job::{
     ErrorClass, IntoJobResult, Job, JobError, JobResult, ScheduledJob, UnknownErrorClass,
 };
+pub use monitor::{CheckIn, CheckInStatus, Monitor, MonitorConfig};
 pub use once::{ANNOTATION, RunOnce, RunOnceError, SlotSource};
 pub use policy::{CatchUp, Overlap, RetryPolicy, UnknownOverlap};
 pub use role::{Role, UnknownRole};

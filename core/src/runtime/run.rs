@@ -76,7 +76,7 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
     let mut ctx = JobContext::new(
         Arc::clone(&job.name),
         &run,
-        info,
+        info.clone(),
         Arc::clone(&rt.state),
         (stop.clone(), lost.clone()),
     );
@@ -104,6 +104,8 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
     let lag = (run.trigger == Trigger::Schedule)
         .then(|| (now - run.slot.scheduled_at).to_std().unwrap_or_default());
     crate::metrics::run_started(&job.name, lag, now.timestamp_millis() as f64 / 1000.0);
+    let check_in =
+        crate::monitor::deliver::begin(&rt.upkeep, job.monitor.as_ref(), &job.name, &run, &info);
     let started = tokio::time::Instant::now();
     let watch = async {
         wait_any(&losses).await;
@@ -124,6 +126,7 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
     job.in_body.store(false, Ordering::Release);
     let outcome = outcome(ended, rt.cancel.is_cancelled());
     let took = started.elapsed();
+    crate::monitor::deliver::end(check_in, &outcome, took);
     crate::metrics::run_completed(
         &job.name,
         outcome.label(),

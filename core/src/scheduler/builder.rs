@@ -17,6 +17,7 @@ use crate::guard::lock::{LockGuard, unlocker};
 use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
 use crate::guard::{Guard, GuardLevel};
 use crate::job::{self, Job};
+use crate::monitor::Monitor;
 use crate::role::Role;
 use crate::runtime::Runtime;
 use crate::state::StateMap;
@@ -73,6 +74,7 @@ pub struct SchedulerBuilder {
     claim_ahead_set: bool,
     role: Role,
     max_runs: Option<usize>,
+    monitor: Option<Arc<dyn Monitor>>,
 }
 
 impl Default for SchedulerBuilder {
@@ -105,6 +107,7 @@ impl Default for SchedulerBuilder {
             claim_ahead_set: false,
             role: Role::All,
             max_runs: None,
+            monitor: None,
         }
     }
 }
@@ -189,6 +192,13 @@ impl SchedulerBuilder {
     /// least 100 ms). Replicas take turns through a lock: one prunes, the others skip the round.
     pub fn prune_interval(mut self, every: Duration) -> Self {
         self.prune_interval = every.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Sends the check-ins of every job that has no [monitor](Job::monitor) of its own to
+    /// `monitor` (see [`monitor`](crate::monitor)).
+    pub fn monitor(mut self, monitor: Arc<dyn Monitor>) -> Self {
+        self.monitor = Some(monitor);
         self
     }
 
@@ -376,6 +386,7 @@ impl SchedulerBuilder {
             stale_after: self.stale_after,
             namespace: &self.namespace,
             retention: self.retention,
+            monitor: self.monitor.clone(),
         };
         let mut entries: Vec<Arc<JobEntry>> = Vec::with_capacity(jobs.len());
         let mut names: HashMap<&str, ()> = HashMap::with_capacity(jobs.len());

@@ -9,6 +9,8 @@ use slotguard_cron::{DstPolicy, Schedule, ScheduleError, Tz, check_job_name, par
 use crate::entry::{JobEntry, Layers};
 use crate::guard::GuardLevel;
 use crate::job::Job;
+use crate::monitor::attached::Attached;
+use crate::monitor::{Monitor, MonitorConfig};
 use crate::operate::shown;
 use crate::policy::{CatchUp, Overlap};
 
@@ -49,6 +51,8 @@ pub(super) struct Defaults<'a> {
     pub(super) stale_after: Duration,
     pub(super) namespace: &'a str,
     pub(super) retention: Duration,
+    /// The scheduler's monitor, for jobs without their own.
+    pub(super) monitor: Option<Arc<dyn Monitor>>,
 }
 
 /// Whether a job asks for a setting.
@@ -169,6 +173,7 @@ pub(super) fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, V
         schedule = schedule.with_calendar(rule);
     }
     let overlap = job.overlap.unwrap_or_default();
+    let monitor = attach(job, &schedule, defaults);
     Ok(JobEntry {
         name: Arc::from(job.name.as_str()),
         schedule,
@@ -192,6 +197,22 @@ pub(super) fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, V
         in_body: AtomicBool::new(false),
         limits: job.limits,
         bodies: AtomicUsize::new(0),
+        monitor,
+    })
+}
+
+/// The job's monitor (its own, else the scheduler's) with the settings derived from the job.
+fn attach(job: &Job, schedule: &Schedule, defaults: &Defaults<'_>) -> Option<Attached> {
+    let monitor = job.monitor.clone().or_else(|| defaults.monitor.clone())?;
+    let config = MonitorConfig::for_job(
+        schedule.expr().source(),
+        schedule.zone().name(),
+        job.deadline,
+        job.retry.and_then(|r| r.timeout),
+    );
+    Some(Attached {
+        monitor,
+        config: Arc::new(config),
     })
 }
 
