@@ -23,6 +23,7 @@ Examples:
   slotguard next '0 2 * * *' --tz Asia/Seoul
   slotguard next '30 2 * * *' --tz America/New_York --after 2026-03-07T12:00:00Z --dst shift
   slotguard next '0 2 25 * *' --tz Asia/Seoul --calendar KR --adjust preceding
+  slotguard next '0 2 25 * *' --tz Asia/Seoul --calendar KR --holidays extra.csv --adjust preceding
   echo '{\"expr\": \"0 2 * * *\", \"tz\": \"Asia/Seoul\", \"count\": 3}' | slotguard next --jsonl
 
 DST policies (what happens to a wall time the clock skips or repeats):
@@ -37,7 +38,7 @@ DST policies (what happens to a wall time the clock skips or repeats):
 #[derive(Debug, Args)]
 #[command(
     override_usage = "slotguard next <EXPR> [--tz ZONE] [--after RFC3339] [--count N] [--dst POLICY]\n       \
-                      [--calendar NAME [--adjust CONVENTION] [--shift N]]\n       \
+                      [--calendar NAME] [--holidays FILE] [--adjust CONVENTION] [--shift N]\n       \
                       slotguard next --jsonl < requests.jsonl",
     after_long_help = EXAMPLES
 )]
@@ -76,6 +77,12 @@ pub(crate) struct NextArgs {
     #[arg(long, value_name = "NAME")]
     calendar: Option<String>,
 
+    /// Holidays from a file, added to --calendar (or to a calendar with Saturday and Sunday off):
+    /// an iCalendar export (`.ics`: each VEVENT's dates, less its EXDATEs) or `date,name` rows
+    /// (any other name, e.g. `.csv`).
+    #[arg(long, value_name = "FILE")]
+    holidays: Option<std::path::PathBuf>,
+
     /// What becomes of a nominal date that is not a business day: skip (default), following,
     /// preceding, modified-following, modified-preceding or nearest.
     #[arg(long, value_name = "CONVENTION")]
@@ -89,7 +96,7 @@ pub(crate) struct NextArgs {
     /// answer each with one line, {"next": [...]} or {"error": "..."}, in order.
     #[arg(
         long,
-        conflicts_with_all = ["expr", "tz", "after", "count", "dst", "calendar", "adjust", "shift"]
+        conflicts_with_all = ["expr", "tz", "after", "count", "dst", "calendar", "holidays", "adjust", "shift"]
     )]
     jsonl: bool,
 }

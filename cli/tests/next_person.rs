@@ -387,3 +387,53 @@ fn korean_payday_on_the_business_day_before() {
     let stderr = refused(&["next", "0 2 * * *", "--shift", "1"]);
     assert!(stderr.contains("`shift` needs a calendar"), "{stderr}");
 }
+
+/// Issue 26: `--holidays FILE` adds a company's days (CSV or iCalendar) to a builtin calendar.
+#[test]
+fn holidays_from_a_file_move_the_slot() {
+    let dir = std::env::temp_dir().join(format!("sg-holidays-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("acme.csv");
+    std::fs::write(&csv, "date,name\n2026-11-25,Founders' day\n").unwrap();
+    let ics = dir.join("acme.ics");
+    std::fs::write(
+        &ics,
+        "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261125\r\n\
+         SUMMARY:Founders' day\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    for file in [&csv, &ics] {
+        let lines = ok(&[
+            "next",
+            "0 2 25 * *",
+            "--tz",
+            "Asia/Seoul",
+            "--calendar",
+            "KR",
+            "--holidays",
+            file.to_str().unwrap(),
+            "--adjust",
+            "preceding",
+            "--after",
+            "2026-11-01T00:00:00Z",
+            "--count",
+            "1",
+        ]);
+        assert!(lines[1].starts_with("on calendar acme ("), "{lines:?}");
+        assert!(
+            lines[3].starts_with("2026-11-23T17:00:00Z  Tue 2026-11-24 02:00:00+09:00 KST"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].ends_with("(moved from 2026-11-25 Founders' day)"),
+            "{lines:?}"
+        );
+    }
+    let missing = dir.join("missing.csv");
+    let stderr = refused(&["next", "0 2 * * *", "--holidays", missing.to_str().unwrap()]);
+    assert!(stderr.contains("cannot read the holidays file"), "{stderr}");
+    std::fs::write(&csv, "25/11/2026,Founders' day\n").unwrap();
+    let stderr = refused(&["next", "0 2 * * *", "--holidays", csv.to_str().unwrap()]);
+    assert!(stderr.contains("is not a YYYY-MM-DD date"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -2,6 +2,8 @@
 //! convention and the shift, read the same way from the arguments and from a JSON line.
 
 use super::shown::shown;
+use std::path::Path;
+
 use chrono::{NaiveDate, Weekday};
 use serde::Deserialize;
 use slotguard_cron::{BusinessRule, Calendar, CalendarError, UnknownAdjust, Weekend};
@@ -21,6 +23,9 @@ pub(crate) enum CalendarSpec {
     Builtin(String),
     /// A weekend and holidays.
     Inline(Inline),
+    /// A calendar read from a file (`--holidays`), on its own or on top of a builtin one.
+    #[serde(skip)]
+    File(Calendar),
 }
 
 /// An inline calendar: lower-case three-letter weekday names and `YYYY-MM-DD` dates.
@@ -83,6 +88,7 @@ pub(crate) fn rule(
             other => other,
         })?,
         CalendarSpec::Inline(inline) => inline.calendar()?,
+        CalendarSpec::File(calendar) => calendar.clone(),
     };
     let adjust = adjust.map(str::parse).transpose()?.unwrap_or_default();
     let shift = shift.unwrap_or(0);
@@ -111,6 +117,39 @@ impl Inline {
                     .map_err(|_| CalendarProblem::Holiday(shown(text)))?;
                 Ok(calendar.with_holiday(date, "holiday"))
             })
+    }
+}
+
+/// The calendar of `--holidays FILE`: the file's holidays (iCalendar for `.ics`/`.ical`, else
+/// `date,name` rows) with Saturday and Sunday off, on top of the builtin calendar `base` if given.
+///
+/// # Errors
+/// The file cannot be read, its content is not a calendar, or `base` is not a builtin one.
+pub(crate) fn from_file(path: &Path, base: Option<&str>) -> Result<Calendar, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the holidays file {}: {e}", path.display()))?;
+    let name = path.file_stem().map_or_else(
+        || "holidays".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let ical = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("ics") || e.eq_ignore_ascii_case("ical"));
+    let read = if ical {
+        Calendar::from_ical(name, Weekend::SAT_SUN, &text)
+    } else {
+        Calendar::from_csv(name, Weekend::SAT_SUN, &text)
+    };
+    let calendar = read.map_err(|e| format!("{}: {e}", path.display()))?;
+    match base {
+        None => Ok(calendar),
+        Some(base) => {
+            let base = Calendar::builtin(base).map_err(|e| match e {
+                CalendarError::Unknown { .. } => CalendarError::Unknown { name: shown(base) },
+                other => other,
+            });
+            Ok(calendar.extend(&base.map_err(|e| e.to_string())?))
+        }
     }
 }
 

@@ -32,13 +32,23 @@ pub(super) fn run(args: NextArgs) -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
+    let calendar = match &args.holidays {
+        None => args.calendar.map(CalendarSpec::Builtin),
+        Some(path) => match super::calendar::from_file(path, args.calendar.as_deref()) {
+            Ok(calendar) => Some(CalendarSpec::File(calendar)),
+            Err(problem) => {
+                report(problem);
+                return ExitCode::from(USAGE);
+            }
+        },
+    };
     let fields = Fields {
         expr,
         tz: Some(args.tz),
         after: args.after,
         count: Some(args.count),
         dst: Some(args.dst),
-        calendar: args.calendar.map(CalendarSpec::Builtin),
+        calendar,
         adjust: args.adjust,
         shift: args.shift,
     };
