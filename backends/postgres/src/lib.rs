@@ -52,6 +52,12 @@
 //! directly or at a session-mode pool. The backend checks `pg_backend_pid()` across statements on
 //! the lock connection and refuses to lock ([`PgError::TransactionPooler`]) when it changes.
 //!
+//! Every held lock, and every job a claim transaction serializes on, takes an entry in the server's
+//! shared lock table (`max_locks_per_transaction × max_connections`, 6,400 by default). Thousands
+//! of jobs on several replicas fill it, and statements then fail with `out of shared memory`,
+//! which this backend reports as an unavailable store; docs/guards.md ("The locks") says how to
+//! size it.
+//!
 //! [`LockLease::lost`]: slotguard::store::LockLease::lost
 
 mod admin;
