@@ -57,7 +57,7 @@ impl CalendarRef {
     /// [`CalendarError::Unknown`] for a builtin name that is not one.
     pub fn resolve(&self) -> Result<Arc<Calendar>, CalendarError> {
         match self {
-            CalendarRef::Builtin(name) => Calendar::builtin(name).map(Arc::new),
+            CalendarRef::Builtin(name) => Calendar::builtin_shared(name),
             CalendarRef::Custom(calendar) => Ok(Arc::clone(calendar)),
         }
     }
@@ -173,12 +173,12 @@ impl CalendarDefinition {
     /// The rule again, when the calendar is a builtin one whose dates this version holds (the same
     /// digest); `None` for a calendar built in code, or a builtin whose data differs here.
     pub fn rule(&self) -> Option<BusinessRule> {
-        let calendar = Calendar::builtin(&self.name).ok()?;
+        let calendar = Calendar::builtin_shared(&self.name).ok()?;
         if calendar.digest() != self.digest {
             return None;
         }
         let adjust: Adjust = self.adjust.parse().ok()?;
-        BusinessRule::new(calendar, adjust)
+        BusinessRule::shared(calendar, adjust)
             .with_shift(self.shift)
             .ok()
     }

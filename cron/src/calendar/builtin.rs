@@ -2,6 +2,7 @@
 //! `cron/data/generate_holidays.py` from the python `holidays` package.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use chrono::NaiveDate;
 
@@ -27,20 +28,33 @@ fn data(name: &str) -> Option<&'static str> {
     })
 }
 
-/// The builtin calendar `name` (case-insensitive), Saturday and Sunday off.
-pub(super) fn load(name: &str) -> Result<Calendar, CalendarError> {
+/// The builtin calendar `name` (case-insensitive), Saturday and Sunday off, read from its data
+/// once per process and shared after that.
+pub(super) fn shared(name: &str) -> Result<Arc<Calendar>, CalendarError> {
+    static READ: [OnceLock<Result<Arc<Calendar>, CalendarError>>; BUILTIN.len()] =
+        [const { OnceLock::new() }; BUILTIN.len()];
     let code = name.trim().to_ascii_uppercase();
-    let text = data(&code).ok_or_else(|| CalendarError::Unknown {
+    let unknown = || CalendarError::Unknown {
         name: name.to_owned(),
-    })?;
-    let (version, years, holidays) = parse(text)?;
-    Ok(Calendar {
-        name: code,
-        version,
-        weekend: Weekend::SAT_SUN,
-        holidays,
-        years,
-    })
+    };
+    let index = BUILTIN
+        .iter()
+        .position(|b| *b == code)
+        .ok_or_else(unknown)?;
+    READ[index]
+        .get_or_init(|| {
+            let text = data(&code).ok_or_else(unknown)?;
+            let (version, years, holidays) = parse(text)?;
+            Ok(Arc::new(Calendar {
+                name: code,
+                version,
+                weekend: Weekend::SAT_SUN,
+                holidays,
+                years,
+                closure: Default::default(),
+            }))
+        })
+        .clone()
 }
 
 /// The version and years of the header (`# holidays 0.109 KR 2000-2050 …`) and the holidays.

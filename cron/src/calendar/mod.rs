@@ -20,6 +20,7 @@ mod import;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{Datelike, NaiveDate, Weekday};
 
@@ -80,6 +81,26 @@ pub struct Calendar {
     holidays: BTreeMap<NaiveDate, String>,
     /// The years the holiday data is complete for, first and last.
     years: Option<(i32, i32)>,
+    /// [`Calendar::longest_closure`], computed on first use (every rule on the calendar asks for it,
+    /// and a builtin calendar is shared by all of them); reset by every change of the holidays.
+    closure: Cached,
+}
+
+/// A value derived from a calendar's data, computed once on first use. It is equal and hashed as
+/// nothing: the data it comes from is compared and hashed already.
+#[derive(Debug, Clone, Default)]
+struct Cached(OnceLock<u32>);
+
+impl PartialEq for Cached {
+    fn eq(&self, _: &Cached) -> bool {
+        true
+    }
+}
+
+impl Eq for Cached {}
+
+impl std::hash::Hash for Cached {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 /// A calendar that cannot be built or found.
@@ -127,6 +148,7 @@ impl Calendar {
             weekend,
             holidays: BTreeMap::new(),
             years: None,
+            closure: Cached::default(),
         }
     }
 
@@ -137,13 +159,23 @@ impl Calendar {
     /// # Errors
     /// [`CalendarError::Unknown`] for a name not in [`BUILTIN`].
     pub fn builtin(name: &str) -> Result<Calendar, CalendarError> {
-        builtin::load(name)
+        builtin::shared(name).map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Calendar::builtin`], shared: each builtin's data is read once per process, so rebuilding
+    /// a rule from a stored definition (once per job and page in the admin views) costs no parsing.
+    ///
+    /// # Errors
+    /// [`CalendarError::Unknown`] for a name not in [`BUILTIN`].
+    pub fn builtin_shared(name: &str) -> Result<Arc<Calendar>, CalendarError> {
+        builtin::shared(name)
     }
 
     /// The same calendar with `date` a holiday named `name` (replacing a holiday of that date).
     #[must_use]
     pub fn with_holiday(mut self, date: NaiveDate, name: impl Into<String>) -> Calendar {
         self.holidays.insert(date, name.into());
+        self.closure = Cached::default();
         self
     }
 
@@ -151,6 +183,7 @@ impl Calendar {
     #[must_use]
     pub fn without_holiday(mut self, date: NaiveDate) -> Calendar {
         self.holidays.remove(&date);
+        self.closure = Cached::default();
         self
     }
 
@@ -171,6 +204,7 @@ impl Calendar {
             weekend: Weekend(base.weekend.0 | self.weekend.0),
             holidays,
             years: base.years,
+            closure: Cached::default(),
         }
     }
 
@@ -232,6 +266,11 @@ impl Calendar {
 
     /// The longest run of consecutive days that are not business days, at least the weekend's.
     pub(crate) fn longest_closure(&self) -> u32 {
+        *self.closure.0.get_or_init(|| self.measure_closure())
+    }
+
+    /// [`Calendar::longest_closure`], measured: every run of closed days around a holiday.
+    fn measure_closure(&self) -> u32 {
         let mut longest = self.weekend.longest_run();
         let mut run: Option<(NaiveDate, u32)> = None;
         for date in self.holidays.keys() {
