@@ -82,6 +82,29 @@ impl Case {
             })
     }
 
+    /// The engine's schedule of the case: its expression, zone, DST policy and calendar rule.
+    fn schedule(&self) -> Schedule {
+        let rule = BusinessRule::new(self.calendar(), self.adjust)
+            .with_shift(self.shift)
+            .expect("small shift");
+        Schedule::parse(&self.expr(), ZONES[self.zone])
+            .expect("valid")
+            .with_dst(self.policy)
+            .with_calendar(rule)
+    }
+
+    /// The instants compared: from the 20th to the 60th day of the window, read at the zone's
+    /// midnight (the holidays span days 0..80, so every date that can move into it is modelled).
+    fn window(&self) -> (i64, i64) {
+        let local = |d: u64| {
+            let date = self.first + Days::new(d);
+            self.tz()
+                .from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap())
+                .timestamp()
+        };
+        (local(20), local(60))
+    }
+
     /// The model's day matcher.
     fn nominal(&self, date: NaiveDate) -> bool {
         match &self.days {
@@ -199,19 +222,8 @@ proptest! {
     /// window (the holidays span days 0..80, so every date that can move into it is modelled).
     #[test]
     fn calendar_slots_equal_the_model(case in case()) {
-        let tz = case.tz();
-        let rule = BusinessRule::new(case.calendar(), case.adjust)
-            .with_shift(case.shift)
-            .expect("small shift");
-        let schedule = Schedule::parse(&case.expr(), ZONES[case.zone])
-            .expect("valid")
-            .with_dst(case.policy)
-            .with_calendar(rule);
-        let local = |d: i64| {
-            let date = case.first + Days::new(d as u64);
-            tz.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap()).timestamp()
-        };
-        let (lo, hi) = (local(20), local(60));
+        let schedule = case.schedule();
+        let (lo, hi) = case.window();
         let mut expected = BTreeMap::new();
         for d in 0..80 {
             let nominal = case.first + Days::new(d);
@@ -240,19 +252,8 @@ proptest! {
     /// convention there are none.
     #[test]
     fn removed_slots_equal_the_model(case in case()) {
-        let tz = case.tz();
-        let rule = BusinessRule::new(case.calendar(), case.adjust)
-            .with_shift(case.shift)
-            .expect("small shift");
-        let schedule = Schedule::parse(&case.expr(), ZONES[case.zone])
-            .expect("valid")
-            .with_dst(case.policy)
-            .with_calendar(rule);
-        let local = |d: i64| {
-            let date = case.first + Days::new(d as u64);
-            tz.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap()).timestamp()
-        };
-        let (lo, hi) = (local(20), local(60));
+        let schedule = case.schedule();
+        let (lo, hi) = case.window();
         let mut expected = BTreeMap::new();
         if case.adjust == Adjust::Skip {
             for d in 0..80 {

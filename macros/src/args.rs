@@ -553,7 +553,8 @@ mod tests {
     use super::*;
     use quote::quote;
 
-    fn message(tokens: TokenStream) -> String {
+    /// Every error message `parse` reports for `tokens`, joined with ` | `.
+    pub(super) fn message(tokens: TokenStream) -> String {
         match parse(tokens) {
             Ok(_) => panic!("expected an error"),
             Err(e) => e

@@ -96,18 +96,8 @@ mod tests {
     use quote::quote;
 
     use super::super::parse;
+    use super::super::tests::message;
     use super::*;
-
-    fn message(tokens: TokenStream) -> String {
-        match parse(tokens) {
-            Ok(_) => panic!("expected an error"),
-            Err(e) => e
-                .into_iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(" | "),
-        }
-    }
 
     #[test]
     fn calendar_keys() {
