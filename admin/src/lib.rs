@@ -26,6 +26,7 @@ mod command;
 pub mod dashboard;
 mod error;
 mod follow;
+mod glance;
 #[cfg(feature = "http")]
 pub mod http;
 mod missed;
@@ -40,6 +41,7 @@ pub use answers::{BackfillOptions, BackfillReport, JobStatus, Retried, Triggered
 pub use command::{Command, Outcome};
 pub use error::AdminError;
 pub use follow::{MAX_WAIT, check_wait, finished};
+pub use glance::{MissedCount, MissedCounts};
 pub use missed::{CHUNK, JobMissed, MissedCursor, MissedPage, MissedQuery, MissedSlot};
 pub use page::{check_page, parse_page};
 pub use request::{ChangeRequest, MAX_ACTOR_BYTES, MAX_REASON_BYTES};

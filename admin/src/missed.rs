@@ -111,9 +111,9 @@ pub struct MissedQuery {
 }
 
 /// One job's turn in a page: where its scan starts.
-struct Turn {
-    record: JobRecord,
-    start: DateTime<Utc>,
+pub(crate) struct Turn {
+    pub(crate) record: JobRecord,
+    pub(crate) start: DateTime<Utc>,
 }
 
 /// One job's slots looked at in one read, and the instant its scan resumes at when the read did
@@ -207,7 +207,15 @@ impl Admin {
                 Turn { record, start }
             })
             .collect();
-        let page = self.walk(turns, to, limit).await?;
+        let mut sink = PageSink {
+            jobs: Vec::new(),
+            room: limit,
+        };
+        let next = self.walk(turns, to, MAX_SCAN_SLOTS, &mut sink).await?;
+        let page = MissedPage {
+            jobs: sink.jobs,
+            next,
+        };
         // One job's slots that cannot be counted are the answer's error, as the job's own.
         match (&query.job, page.jobs.first()) {
             (Some(_), Some(JobMissed { missed: Err(e), .. })) => Err(e.clone()),
@@ -215,22 +223,19 @@ impl Admin {
         }
     }
 
-    /// Answers the turns in order until the page holds `limit` slots or [`MAX_SCAN_SLOTS`] were
-    /// looked at.
-    async fn walk(
+    /// Answers the turns in order until `sink` is full or `budget` schedule slots were looked at;
+    /// where to continue when it stopped before the end.
+    pub(crate) async fn walk(
         &self,
         mut turns: Vec<Turn>,
         to: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<MissedPage, AdminError> {
-        let (mut room, mut budget, mut i) = (limit, MAX_SCAN_SLOTS, 0);
-        let mut jobs: Vec<JobMissed> = Vec::new();
+        mut budget: usize,
+        sink: &mut impl Sink,
+    ) -> Result<Option<MissedCursor>, AdminError> {
+        let mut i = 0;
         while i < turns.len() {
-            if room == 0 || budget == 0 {
-                return Ok(MissedPage {
-                    jobs,
-                    next: Some(cursor(&turns[i])),
-                });
+            if sink.full() || budget == 0 {
+                return Ok(Some(cursor(&turns[i])));
             }
             let batch = gather(&turns[i..], to, budget);
             budget = budget.saturating_sub(batch.iter().map(Chunk::len).sum());
@@ -239,19 +244,13 @@ impl Admin {
             let done = batch.len() - usize::from(batch.last().is_some_and(|c| c.resume.is_some()));
             for (k, (chunk, present)) in batch.into_iter().zip(present).enumerate() {
                 let turn = &mut turns[i + k];
-                if room == 0 && chunk.expected.is_err() {
-                    return Ok(MissedPage {
-                        jobs,
-                        next: Some(cursor(turn)),
-                    });
+                if sink.full() && chunk.expected.is_err() {
+                    return Ok(Some(cursor(turn)));
                 }
                 let found = chunk.expected.map(|slots| missing(slots, &present));
-                if let Some(cut) = push(&mut jobs, &turn.record.definition.name, found, &mut room) {
+                if let Some(cut) = sink.take(&turn.record.definition.name, found) {
                     turn.start = cut;
-                    return Ok(MissedPage {
-                        jobs,
-                        next: Some(cursor(turn)),
-                    });
+                    return Ok(Some(cursor(turn)));
                 }
                 if let Some(resume) = chunk.resume {
                     turn.start = resume;
@@ -259,7 +258,7 @@ impl Admin {
             }
             i += done;
         }
-        Ok(MissedPage { jobs, next: None })
+        Ok(None)
     }
 
     /// The slot instants with a row of each chunk's job: one read for the batch, over the range from
@@ -371,35 +370,59 @@ fn gather(turns: &[Turn], to: DateTime<Utc>, budget: usize) -> Vec<Chunk> {
     batch
 }
 
-/// Adds a job's answer to the page, within `room`; the instant to resume at when the page filled up
-/// before the job's slots were all in it.
-fn push(
-    jobs: &mut Vec<JobMissed>,
-    job: &str,
-    found: Result<Vec<MissedSlot>, AdminError>,
-    room: &mut usize,
-) -> Option<DateTime<Utc>> {
-    let mut cut = None;
-    let found = found.map(|mut slots| {
-        if slots.len() > *room {
-            cut = Some(slots[*room].scheduled_at);
-            slots.truncate(*room);
-        }
-        slots
-    });
-    *room = room.saturating_sub(found.as_ref().map_or(1, Vec::len));
-    match (jobs.last_mut(), found) {
-        (Some(last), Ok(more)) if last.job == job => {
-            if let Ok(slots) = &mut last.missed {
-                slots.extend(more);
-            }
-        }
-        (_, found) => jobs.push(JobMissed {
-            job: job.to_owned(),
-            missed: found,
-        }),
+/// Where a walk puts each job's missed slots.
+pub(crate) trait Sink {
+    /// Whether it takes no more slots.
+    fn full(&self) -> bool;
+
+    /// Takes a job's answer; the instant to resume at when the sink filled up before the job's
+    /// slots were all in it.
+    fn take(
+        &mut self,
+        job: &str,
+        found: Result<Vec<MissedSlot>, AdminError>,
+    ) -> Option<DateTime<Utc>>;
+}
+
+/// A page: the slots themselves, at most `room` more of them.
+struct PageSink {
+    jobs: Vec<JobMissed>,
+    room: usize,
+}
+
+impl Sink for PageSink {
+    fn full(&self) -> bool {
+        self.room == 0
     }
-    cut
+
+    fn take(
+        &mut self,
+        job: &str,
+        found: Result<Vec<MissedSlot>, AdminError>,
+    ) -> Option<DateTime<Utc>> {
+        let mut cut = None;
+        let room = self.room;
+        let found = found.map(|mut slots| {
+            if slots.len() > room {
+                cut = Some(slots[room].scheduled_at);
+                slots.truncate(room);
+            }
+            slots
+        });
+        self.room = room.saturating_sub(found.as_ref().map_or(1, Vec::len));
+        match (self.jobs.last_mut(), found) {
+            (Some(last), Ok(more)) if last.job == job => {
+                if let Ok(slots) = &mut last.missed {
+                    slots.extend(more);
+                }
+            }
+            (_, found) => self.jobs.push(JobMissed {
+                job: job.to_owned(),
+                missed: found,
+            }),
+        }
+        cut
+    }
 }
 
 /// The schedule a stored definition names, if this version can read it: with its business

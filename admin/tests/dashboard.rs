@@ -235,13 +235,13 @@ async fn the_missed_page_lists_every_jobs_slots_without_a_row() {
     let settlement = format!(r#">{SETTLEMENT}</a> · 3 missed"#);
     assert!(page.body.contains(&settlement), "{}", page.body);
     for slot in [
-        "2026-03-05 17:00:00 UTC",
-        "2026-03-06 17:00:00 UTC",
-        "2026-03-08 17:00:00 UTC",
+        "2026-03-05T17:00:00Z",
+        "2026-03-06T17:00:00Z",
+        "2026-03-08T17:00:00Z",
     ] {
         assert!(page.body.contains(slot), "{slot}");
     }
-    assert!(!page.body.contains("2026-03-07 17:00:00 UTC ·"));
+    assert!(!page.body.contains("2026-03-07T17:00:00Z ·"));
     // Each hostile job (03:00 UTC) has no row at any of its four slots; the row of one of them at
     // 17:00 is not at a slot of its schedule.
     for name in hostile_names() {

@@ -121,12 +121,12 @@ async fn the_calendar_is_named_and_its_moves_and_removals_marked() {
         payday.contains("<dt>Calendar</dt><dd>KR preceding"),
         "{payday}"
     );
-    let paid = cell(&payday, "2026-09-22 17:00:00 UTC");
+    let paid = cell(&payday, "2026-09-22T17:00:00Z");
     assert!(paid.contains("m-moved"), "{paid}");
     assert!(paid.contains("moved from 2026-09-25"), "{paid}");
 
     let settle = get(&app, "/ui/jobs/settle").await;
-    let removed = cell(&settle, "2026-09-24 17:00:00 UTC");
+    let removed = cell(&settle, "2026-09-24T17:00:00Z");
     assert!(removed.contains("k-skipped m-calendar"), "{removed}");
     assert!(removed.contains("calendar: Chuseok"), "{removed}");
     assert!(!settle.contains("moved from"), "nothing moved under skip");

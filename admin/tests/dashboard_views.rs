@@ -7,16 +7,16 @@ use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
 use chrono::{DateTime, Utc};
-use http_body_util::BodyExt;
 use slotguard::store::{Claim, ClaimRequest, Finish, JobDefinition, SlotKey, SlotStore, Trigger};
 use slotguard::{ErrorClass, MemoryBackend, Overlap, Schedule};
 use slotguard_admin::dashboard::Dashboard;
 use slotguard_admin::http::Actor;
 use slotguard_admin::{Admin, ChangeRequest};
-use tower::ServiceExt;
+
+#[path = "support/page.rs"]
+mod page;
+use page::get;
 
 #[path = "support/registered.rs"]
 mod registered;
@@ -82,14 +82,6 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
     (backend, admin, app)
 }
 
-async fn get(app: &Router, uri: &str) -> String {
-    let request = Request::get(uri).body(Body::empty()).unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "{uri}");
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
-
 #[tokio::test]
 async fn the_jobs_page_counts_queued_runs() {
     let (_backend, admin, app) = setup().await;
@@ -98,8 +90,13 @@ async fn the_jobs_page_counts_queued_runs() {
         admin.trigger(JOB, &by()).await.unwrap();
     }
     let page = get(&app, "/ui").await;
-    assert!(page.contains("<th>Queued</th>"), "{page}");
-    assert!(page.contains(r#"<td class="queued">3</td>"#), "{page}");
+    assert!(page.contains(r#"<th class="n">Queued</th>"#), "{page}");
+    assert!(
+        page.contains(
+            r#"<td class="n queued">3<br><small class="waits">wait for resume</small></td>"#
+        ),
+        "{page}"
+    );
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ use slotguard::store::{
     AdminStore, AuditEntry, AuditRecord, Backend, CheckpointStore, Claim, ClaimRequest, ClockStore,
     DueClaim, DueSpec, Enqueue, Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore,
     PruneSpec, Pruned, QueueStore, ReplicaInfo, ReplicaRecord, ReplicaStore, RetentionStore,
-    RunChange, RunFilter, RunRecord, SlotKey, SlotStore, StaleLock, StoreError,
+    RunChange, RunCounts, RunFilter, RunRecord, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -333,6 +333,10 @@ impl<B: Backend> AdminStore for Counting<B> {
     ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError> {
         self.other("slot_times_of", self.inner.slot_times_of(jobs, from, to))
             .await
+    }
+
+    async fn run_counts(&self, since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError> {
+        self.other("run_counts", self.inner.run_counts(since)).await
     }
 
     async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {

@@ -7,14 +7,15 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use super::glance::WINDOW_HOURS;
 use super::input::{INSTANT_EXAMPLE, maybe_instant, present};
 use super::jobs::{next_slots, pause_state};
 use super::page::{Base, admin_error, badge, duration, frame, html_response, live, notice, utc};
 use super::words::describe;
-use super::{Ui, forms, timeline};
+use super::{Ui, chart, forms, timeline};
 use crate::AdminError;
 use crate::parse::status;
-use slotguard::store::{RunFilter, RunRecord, RunStatus};
+use slotguard::store::{RunCounts, RunFilter, RunRecord, RunStatus};
 
 /// The filters of the runs list, and the notice of a change just made.
 #[derive(Deserialize, Default)]
@@ -66,13 +67,18 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
             ..RunFilter::default()
         })
         .await?;
+    let now = chrono::Utc::now();
+    let since = now - chrono::Duration::hours(WINDOW_HOURS);
+    let (counts, missed) =
+        tokio::join!(ui.admin.run_counts(since), ui.admin.missed(job, since, now));
+    let counts = counts?.remove(job).unwrap_or_default();
     let schedule = crate::missed::schedule_of(&record);
     let cells = timeline::cells(&ui.admin, job, schedule.as_ref(), &recent).await;
     let def = &record.definition;
     let zone = def.zone.parse::<chrono_tz::Tz>().ok();
     let next = schedule
         .map(|s| {
-            s.slots_after(chrono::Utc::now())
+            s.slots_after(now)
                 .take(3)
                 .map(|s| s.scheduled_at)
                 .collect::<Vec<_>>()
@@ -96,9 +102,12 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
             dt { "Guard" } dd { (def.guard) }
             dt { "State" } dd { (live("pause", pause_state(&record))) }
             dt { "Next slots" } dd { (next_slots(&next, zone)) }
+            dt { "Now" } dd { (live("counts", at_a_glance(&counts, missed.map(|m| m.len()).ok()))) }
         }
         h2 { "Recent slots" }
         (live("timeline", timeline::draw(base, job, &cells)))
+        h2 { "Durations" }
+        (live("durations", chart::draw(base, job, &chart::points(&recent))))
         @if !settings.read_only {
             details.actions open {
                 summary { "Actions" }
@@ -137,19 +146,32 @@ fn filters(base: &Base, job: &str, query: &JobQuery) -> Markup {
     }
 }
 
+/// Runs running and queued now; failed runs and missed slots in the last [`WINDOW_HOURS`] (missed:
+/// `None` when they cannot be counted).
+fn at_a_glance(counts: &RunCounts, missed: Option<usize>) -> Markup {
+    html! {
+        (counts.running) " running · " (counts.queued) " queued · last " (WINDOW_HOURS) " h: "
+        span class=[(counts.failed > 0).then_some("bad")] { (counts.failed) " failed" } " · "
+        @match missed {
+            Some(n) => span class=[(n > 0).then_some("bad")] { (n) " missed" },
+            None => span title="the stored schedule cannot be counted here" { "? missed" },
+        }
+    }
+}
+
 /// Runs with their attempts, newest slot first.
 pub(super) fn runs_table(base: &Base, runs: &[RunRecord]) -> Markup {
     html! {
         @if runs.is_empty() {
             p { "No run matches." }
         } @else {
-            table.runs {
+            div.scroll { table.runs {
                 thead { tr {
                     th { "Slot" } th { "Job · partition" } th { "Status" } th { "Trigger" }
                     th { "Attempts: owner · token · start · duration · outcome" } th { "Error" }
                 } }
                 tbody { @for run in runs { (run_row(base, run)) } }
-            }
+            } }
         }
     }
 }
@@ -158,7 +180,8 @@ fn run_row(base: &Base, run: &RunRecord) -> Markup {
     let key = &run.key;
     html! {
         tr {
-            td { a href=(base.run(&key.job, &key.scheduled_at, &key.partition)) { (utc(&key.scheduled_at)) } }
+            td { a href=(base.run(&key.job, &key.scheduled_at, &key.partition)) { (utc(&key.scheduled_at)) }
+                @if run.zone != "UTC" { br; small { (run.wall_time.format("%Y-%m-%d %H:%M:%S")) " " (run.zone) } } }
             td { a href=(base.job(&key.job)) { (key.job) }
                 @if !key.partition.is_empty() { " · " code { (key.partition) } } }
             td { (badge(run.status)) (queued(run)) }

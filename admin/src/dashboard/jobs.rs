@@ -1,99 +1,65 @@
 //! The jobs page: every registered job at a glance.
 
-use std::collections::HashMap;
-
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use serde::Deserialize;
 
 use super::Ui;
+use super::glance::{Glance, WINDOW_HOURS};
 use super::page::{Base, admin_error, badge, frame, html_response, live, notice, utc};
+use super::search::Search;
 use super::words::describe;
-use crate::{AdminError, JobStatus};
-use slotguard::store::{RunFilter, RunStatus};
+use crate::JobStatus;
 
-#[derive(Deserialize)]
-pub(super) struct Done {
-    done: Option<String>,
-}
-
-pub(super) async fn page(State(ui): State<Ui>, base: Base, Query(done): Query<Done>) -> Response {
-    let jobs = match ui.admin.jobs().await {
-        Ok(jobs) => jobs,
-        Err(e) => return admin_error(&base, &e),
-    };
-    let running = match count(&ui, RunStatus::Running).await {
-        Ok(counts) => counts,
-        Err(e) => return admin_error(&base, &e),
-    };
-    let queued = match count(&ui, RunStatus::Pending).await {
-        Ok(counts) => counts,
-        Err(e) => return admin_error(&base, &e),
-    };
+pub(super) async fn page(
+    State(ui): State<Ui>,
+    base: Base,
+    Query(search): Query<Search>,
+) -> Response {
+    let (jobs, glance) =
+        match tokio::try_join!(ui.admin.jobs(), Glance::read(&ui.admin, Utc::now())) {
+            Ok(read) => read,
+            Err(e) => return admin_error(&base, &e),
+        };
+    let shown: Vec<&JobStatus> = jobs.iter().filter(|j| search.matches(j)).collect();
     let body = html! {
         h1 { "Jobs" }
-        (notice(done.done.as_deref()))
-        (live("jobs", table(&base, &jobs, &Counts { running, queued })))
+        (notice(search.done.as_deref()))
+        (live("glance", glance.summary(&base, &jobs)))
+        (search.form(&base, &jobs))
+        @if search.narrows() { p.count { (shown.len()) " of " (jobs.len()) " jobs match" } }
+        (live("jobs", table(&base, &shown, &glance, jobs.is_empty())))
     };
     html_response(StatusCode::OK, frame(&base, "Jobs", body))
 }
 
-/// The runs of each job in one status, from one page of at most [`MAX_PAGE`](crate::MAX_PAGE)
-/// runs across every job (a count that reaches it is shown as "1000+").
-async fn count(ui: &Ui, status: RunStatus) -> Result<HashMap<String, usize>, AdminError> {
-    let filter = RunFilter {
-        status: Some(status),
-        limit: crate::MAX_PAGE,
-        ..RunFilter::default()
-    };
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for run in ui.admin.runs(filter).await? {
-        *counts.entry(run.key.job).or_default() += 1;
-    }
-    Ok(counts)
-}
-
-/// Runs per job: running now, and queued (`pending`: due, waiting for a retry, for a free moment
-/// of the job, or for the resume of a paused job).
-struct Counts {
-    running: HashMap<String, usize>,
-    queued: HashMap<String, usize>,
-}
-
-impl Counts {
-    fn shown(counts: &HashMap<String, usize>, job: &str) -> String {
-        match counts.get(job).copied().unwrap_or(0) {
-            n if n >= crate::MAX_PAGE => format!("{n}+"),
-            n => n.to_string(),
-        }
-    }
-}
-
-fn table(base: &Base, jobs: &[JobStatus], counts: &Counts) -> Markup {
+fn table(base: &Base, jobs: &[&JobStatus], glance: &Glance, none_registered: bool) -> Markup {
     html! {
-        @if jobs.is_empty() {
+        @if none_registered {
             p { "No job is registered yet: a scheduler registers its jobs when it starts." }
+        } @else if jobs.is_empty() {
+            p { "No job matches the filters." }
         } @else {
-            table.jobs {
+            div.scroll { table.jobs {
                 thead { tr {
                     th { "Job" } th { "Schedule" } th { "Zone · DST" } th { "Guard" }
-                    th { "State" } th { "Last run" } th { "Next slots" } th { "Running" }
-                    th { "Queued" } th { "Replicas" }
+                    th { "State" } th { "Last run" } th { "Next slots" } th.n { "Running" }
+                    th.n { "Queued" } th.n { "Failed" br; small { (WINDOW_HOURS) " h" } }
+                    th.n { "Missed" br; small { (WINDOW_HOURS) " h" } } th { "Replicas" }
                 } }
                 tbody {
                     @for job in jobs {
-                        (row(base, job, counts))
+                        (row(base, job, glance))
                     }
                 }
-            }
+            } }
         }
     }
 }
 
-fn row(base: &Base, job: &JobStatus, counts: &Counts) -> Markup {
+fn row(base: &Base, job: &JobStatus, glance: &Glance) -> Markup {
     let def = &job.record.definition;
     let zone = def.zone.parse::<chrono_tz::Tz>().ok();
     html! {
@@ -116,8 +82,7 @@ fn row(base: &Base, job: &JobStatus, counts: &Counts) -> Markup {
                 } @else { "never" }
             }
             td { (next_slots(&job.next_slots, zone)) }
-            td { (Counts::shown(&counts.running, &def.name)) }
-            td.queued { (Counts::shown(&counts.queued, &def.name)) }
+            (glance.cells(base, job))
             td {
                 @if job.active() {
                     a href=(base.at("/replicas")) { (job.replicas.len()) " live" }

@@ -54,8 +54,10 @@
 
 mod actions;
 mod audit;
+mod chart;
 mod failures;
 mod forms;
+mod glance;
 mod input;
 mod job;
 mod jobs;
@@ -63,6 +65,7 @@ mod missed;
 mod page;
 mod replicas;
 mod run;
+mod search;
 mod security;
 mod timeline;
 mod visible;

@@ -149,14 +149,15 @@ pub(super) async fn not_found(base: Base) -> Response {
     )
 }
 
-/// An instant as the pages show it: UTC, to the second (milliseconds for manual slots).
+/// An instant as the pages show it: RFC 3339 in UTC, to the second (milliseconds for manual slots),
+/// the form the filters take.
 pub(super) fn utc(at: &DateTime<Utc>) -> String {
     let format = if at.timestamp_subsec_millis() == 0 {
-        "%Y-%m-%d %H:%M:%S"
+        "%Y-%m-%dT%H:%M:%SZ"
     } else {
-        "%Y-%m-%d %H:%M:%S%.3f"
+        "%Y-%m-%dT%H:%M:%S%.3fZ"
     };
-    format!("{} UTC", at.format(format))
+    at.format(format).to_string()
 }
 
 /// An optional instant, or a dash.

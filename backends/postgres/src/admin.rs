@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use slotguard::store::{
-    AdminStore, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange, RunFilter,
-    RunRecord, RunStatus, SlotKey, StoreError,
+    AdminStore, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange, RunCounts,
+    RunFilter, RunRecord, RunStatus, SlotKey, StoreError,
 };
 use sqlx::Row;
 
@@ -212,6 +212,21 @@ impl AdminStore for PgBackend {
     }
 
     /// One statement for every job (an index probe each).
+    async fn run_counts(&self, failed_since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError> {
+        let rows: Vec<(String, i64, i64, i64)> =
+            sqlx::query_as(sql(&self.inner.statements.run_counts))
+                .bind(failed_since)
+                .fetch_all(&self.inner.pool)
+                .await
+                .map_err(PgError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|(job, running, queued, failed)| {
+                RunCounts::from_counts(job, running, queued, failed)
+            })
+            .collect())
+    }
+
     async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {
         if jobs.is_empty() {
             return Ok(Vec::new());

@@ -139,6 +139,40 @@ pub struct RunFilter {
     pub limit: usize,
 }
 
+/// How many runs of one job need a look: running now, queued, and failed since an instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// The job.
+    pub job: String,
+    /// Runs in `running`.
+    pub running: u64,
+    /// Runs in `pending`: due, waiting for a retry, for a free moment of the job, or for the
+    /// resume of a paused job.
+    pub queued: u64,
+    /// Runs in `failed`, `dead` or `abandoned` whose slot is at or after the instant asked about.
+    pub failed: u64,
+}
+
+impl RunCounts {
+    /// The counts of `job` as a store's `count(*)` columns give them (never negative).
+    pub fn from_counts(job: String, running: i64, queued: i64, failed: i64) -> Self {
+        RunCounts {
+            job,
+            running: running.unsigned_abs(),
+            queued: queued.unsigned_abs(),
+            failed: failed.unsigned_abs(),
+        }
+    }
+
+    /// Whether the status counts as failed in [`failed`](Self::failed).
+    pub fn is_failure(status: RunStatus) -> bool {
+        matches!(
+            status,
+            RunStatus::Failed | RunStatus::Dead | RunStatus::Abandoned
+        )
+    }
+}
+
 /// Who changes what, and why: written to the audit trail with the change, in the same transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
@@ -236,6 +270,10 @@ pub trait AdminStore: Send + Sync + 'static {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Vec<DateTime<Utc>>>, StoreError>;
+
+    /// The [`RunCounts`] of every job with a running, queued, or failed (slot at or after
+    /// `failed_since`) run, in one read; a job with none is left out.
+    async fn run_counts(&self, failed_since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError>;
 
     /// For each job, in order, its newest run (by slot, with its attempts), or `None` for a job with
     /// no run. A store that can answer in one statement should.

@@ -1,7 +1,7 @@
 //! An in-process backend: slot rows and locks in a mutex, with the same semantics as the database
 //! backends. For tests and single-process applications.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Backend, ClaimRequest, Enqueue,
-    JobDefinition, JobRecord, LockLease, LockStore, RunChange, RunFilter, RunRecord, RunStatus,
-    SlotKey, StaleLock, StoreError, Trigger,
+    JobDefinition, JobRecord, LockLease, LockStore, RunChange, RunCounts, RunFilter, RunRecord,
+    RunStatus, SlotKey, StaleLock, StoreError, Trigger,
 };
 use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
@@ -459,6 +459,28 @@ impl AdminStore for MemoryBackend {
             out.push(self.slot_times(job, from, to).await?);
         }
         Ok(out)
+    }
+
+    async fn run_counts(&self, failed_since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError> {
+        let inner = self.lock();
+        self.check(&inner)?;
+        let mut counts: BTreeMap<&str, RunCounts> = BTreeMap::new();
+        for (key, run) in &inner.runs {
+            let failed = RunCounts::is_failure(run.status) && key.scheduled_at >= failed_since;
+            if !(failed || matches!(run.status, RunStatus::Running | RunStatus::Pending)) {
+                continue;
+            }
+            let entry = counts.entry(&key.job).or_insert_with(|| RunCounts {
+                job: key.job.clone(),
+                ..RunCounts::default()
+            });
+            match run.status {
+                RunStatus::Running => entry.running += 1,
+                RunStatus::Pending => entry.queued += 1,
+                _ => entry.failed += 1,
+            }
+        }
+        Ok(counts.into_values().collect())
     }
 
     async fn latest_runs(&self, jobs: &[String]) -> Result<Vec<Option<RunRecord>>, StoreError> {

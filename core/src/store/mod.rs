@@ -33,7 +33,7 @@ pub(crate) mod vocab;
 
 pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
-    RunChange, RunFilter, RunRecord,
+    RunChange, RunCounts, RunFilter, RunRecord,
 };
 pub use capabilities::{AdminStoreExt, Capability, SlotStoreExt, Store};
 pub use deadline::LeaseDeadline;

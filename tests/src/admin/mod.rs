@@ -34,6 +34,7 @@ macro_rules! admin_contract {
             jobs_are_registered_and_keep_their_pause_state,
             runs_are_listed_newest_first_by_every_filter,
             the_newest_run_of_each_job_is_read_at_once,
+            runs_are_counted_per_job_and_status,
             slot_times_and_watermarks,
             a_retried_run_is_due_again_and_claimed_with_the_next_attempt,
             a_retried_dead_run_gets_an_attempt_beyond_the_maximum,
@@ -79,8 +80,8 @@ pub use retry::{
     a_retried_run_is_due_again_and_claimed_with_the_next_attempt, concurrent_retries_are_done_once,
 };
 pub use runs::{
-    runs_are_listed_newest_first_by_every_filter, slot_times_and_watermarks,
-    the_newest_run_of_each_job_is_read_at_once,
+    runs_are_counted_per_job_and_status, runs_are_listed_newest_first_by_every_filter,
+    slot_times_and_watermarks, the_newest_run_of_each_job_is_read_at_once,
 };
 
 /// The staleness threshold of the checks' runs: long enough that nothing goes stale by accident.

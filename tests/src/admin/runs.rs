@@ -630,3 +630,41 @@ pub async fn the_newest_run_of_each_job_is_read_at_once(backend: &dyn Backend) {
     assert_eq!(other_run.status, RunStatus::Running);
     assert!(backend.latest_runs(&[]).await.expect("none").is_empty());
 }
+
+/// Per job, in one read: runs running and queued whatever their slot, and runs failed (`failed`,
+/// `dead`, `abandoned`) only from the instant asked about; a job with none of them is left out.
+pub async fn runs_are_counted_per_job_and_status(backend: &dyn Backend) {
+    let since = at("2026-01-01T00:00:00Z");
+    let _ = super::failed_run(backend, "report", "2025-12-31T23:59:59Z").await;
+    let _ = super::failed_run(backend, "report", "2026-01-01T00:00:00Z").await;
+    let _ = super::failed_run(backend, "report", "2026-01-01T03:00:00Z").await;
+    let running = request("report", "2025-06-01T00:00:00Z", STALE);
+    let _ = super::claim_one(backend, "worker", &running).await;
+    let quiet = request("quiet", "2026-01-01T04:00:00Z", STALE);
+    let _ = finished(backend, "worker", &quiet, &Finish::succeeded()).await;
+    let now = store_now(backend).await;
+    let queued = [
+        enqueue("report", "2024-01-01T00:00:00Z", Trigger::Manual, now),
+        enqueue("other", "2026-02-01T00:00:00Z", Trigger::Backfill, now),
+        enqueue("other", "2026-02-02T00:00:00Z", Trigger::Backfill, now),
+    ];
+    let audit = entry("trigger", "alice", "counted");
+    let created = backend.enqueue(&queued, &audit).await.expect("enqueue");
+    assert!(created.iter().all(Option::is_some), "{created:?}");
+    let mut counts = backend.run_counts(since).await.expect("counts");
+    counts.sort_by(|a, b| a.job.cmp(&b.job));
+    let shown: Vec<(&str, u64, u64, u64)> = counts
+        .iter()
+        .map(|c| (c.job.as_str(), c.running, c.queued, c.failed))
+        .collect();
+    assert_eq!(shown, [("other", 0, 2, 0), ("report", 1, 1, 2)]);
+    let everything = backend
+        .run_counts(at("2000-01-01T00:00:00Z"))
+        .await
+        .expect("counts");
+    let report = everything
+        .iter()
+        .find(|c| c.job == "report")
+        .expect("report");
+    assert_eq!(report.failed, 3, "{everything:?}");
+}

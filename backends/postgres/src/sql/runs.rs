@@ -96,6 +96,20 @@ ORDER BY j.ord
 
 /// For each job in `$1`, in order, the latest slot instant among its rows not triggered by hand
 /// (NULL when it has none).
+/// Per job: runs `running`, `pending`, and `failed`/`dead`/`abandoned` with a slot at or after `$1`.
+/// Each branch is answered from the `(status, scheduled_at DESC, id DESC)` index.
+pub(crate) const RUN_COUNTS: &str = r#"
+SELECT job_name,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'pending') AS queued,
+       count(*) FILTER (WHERE status IN ('failed', 'dead', 'abandoned')) AS failed
+FROM {schema}.job_runs
+WHERE status IN ('running', 'pending')
+   OR (status IN ('failed', 'dead', 'abandoned') AND scheduled_at >= $1)
+GROUP BY job_name
+ORDER BY job_name
+"#;
+
 pub(crate) const LATEST_SLOTS: &str = r#"
 SELECT (SELECT max(r.scheduled_at)
         FROM {schema}.job_runs r

@@ -8,8 +8,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use slotguard::store::{
-    AdminStore, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange, RunFilter,
-    RunRecord, RunStatus, SlotKey, StoreError,
+    AdminStore, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord, RunChange, RunCounts,
+    RunFilter, RunRecord, RunStatus, SlotKey, StoreError,
 };
 use sqlx::sqlite::SqliteRow;
 
@@ -557,6 +557,20 @@ impl AdminStore for SqliteBackend {
             return Ok(Vec::new());
         }
         Ok(self.shared().slot_times_of(jobs, from, to).await?)
+    }
+
+    async fn run_counts(&self, failed_since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError> {
+        let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(RUN_COUNTS)
+            .bind(ceil_ms(failed_since))
+            .fetch_all(&self.shared().pool)
+            .await
+            .map_err(|e| self.shared().query_error(e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(job, running, queued, failed)| {
+                RunCounts::from_counts(job, running, queued, failed)
+            })
+            .collect())
     }
 
     /// One listing of a single run per job, on the pool.

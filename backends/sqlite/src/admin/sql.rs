@@ -54,6 +54,18 @@ WHERE job_name = ?1 AND scheduled_at >= ?2 AND scheduled_at < ?3
 ORDER BY scheduled_at";
 
 /// The catch-up watermark of a job: manual runs (any slot an operator picked) do not move it.
+/// Per job: runs `running`, `pending`, and `failed`/`dead`/`abandoned` with a slot at or after `?1`.
+pub(super) const RUN_COUNTS: &str = "
+SELECT job_name,
+       sum(status = 'running') AS running,
+       sum(status = 'pending') AS queued,
+       sum(status IN ('failed', 'dead', 'abandoned')) AS failed
+FROM slotguard_job_runs
+WHERE status IN ('running', 'pending')
+   OR (status IN ('failed', 'dead', 'abandoned') AND scheduled_at >= ?1)
+GROUP BY job_name
+ORDER BY job_name";
+
 pub(super) const LATEST_SLOT: &str = "
 SELECT max(scheduled_at) FROM slotguard_job_runs
 WHERE job_name = ?1 AND trigger_kind IN ('schedule', 'catch_up', 'backfill')";

@@ -1,0 +1,16 @@
+//! A dashboard page read through the router in process.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+/// The body of `GET uri`, which must answer 200.
+pub(crate) async fn get(app: &Router, uri: &str) -> String {
+    let request = Request::get(uri).body(Body::empty()).unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{uri}");
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
