@@ -57,6 +57,7 @@ mod runtime;
 mod scheduler;
 mod state;
 pub mod store;
+mod trace;
 
 /// The `chrono` this crate's public signatures use ([`JobContext::business_date`] is a
 /// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types
