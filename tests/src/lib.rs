@@ -19,6 +19,7 @@ mod contract;
 pub mod history;
 pub mod logs;
 pub mod pg;
+pub mod traces;
 
 /// A claim request for `job` at `scheduled_at`.
 pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimRequest {

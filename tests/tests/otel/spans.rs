@@ -2,10 +2,8 @@
 
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tracing::subscriber::DefaultGuard;
-use tracing_subscriber::layer::SubscriberExt;
 
 /// How long a test waits for the spans it looks for.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -20,14 +18,7 @@ pub(crate) struct Exported {
 
 impl Exported {
     pub(crate) fn install() -> Self {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("slotguard-test"));
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_subscriber::filter::LevelFilter::INFO)
-            .with(layer);
+        let (exporter, provider, subscriber) = slotguard_tests::traces::in_memory();
         Exported {
             exporter,
             _provider: provider,
