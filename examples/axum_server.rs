@@ -50,6 +50,8 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
 use slotguard_admin::dashboard::Dashboard;
 use slotguard_admin::http::{self, Actor};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -148,16 +150,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Logs on stderr (stdout's first line is the address, for scripts and tests) and, when
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, traces over OTLP/HTTP to it: one trace per run, the
-/// jobs' own spans inside (docs/observability.md). The provider is returned to be shut down last.
+/// Logs on stderr (stdout's first line is the address, for scripts and tests), filtered by
+/// `RUST_LOG`, and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, traces over OTLP/HTTP to it at
+/// `info` whatever `RUST_LOG` says: one trace per run, the jobs' own spans inside
+/// (docs/observability.md). The provider is returned to be shut down last.
 fn telemetry() -> Result<Option<SdkTracerProvider>, Box<dyn std::error::Error>> {
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colours only on a terminal: redirected logs stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        );
     let provider = match std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT") {
         // The exporter reads the endpoint (and OTEL_EXPORTER_OTLP_HEADERS, ...) itself.
         Some(_) => Some(
@@ -172,11 +176,12 @@ fn telemetry() -> Result<Option<SdkTracerProvider>, Box<dyn std::error::Error>> 
         ),
         None => None,
     };
-    let traces = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("slotguard")));
+    let traces = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("slotguard"))
+            .with_filter(LevelFilter::INFO)
+    });
     tracing_subscriber::registry()
-        .with(filter)
         .with(logs)
         .with(traces)
         .init();

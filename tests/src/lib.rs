@@ -18,6 +18,7 @@ pub mod admin;
 mod contract;
 pub mod history;
 pub mod logs;
+pub mod otlp;
 pub mod pg;
 pub mod traces;
 

@@ -1,68 +1,18 @@
-//! A real OTLP/HTTP receiver: an axum server in the test that decodes the protobuf exports of
-//! `opentelemetry-otlp`, as a collector would.
+//! The export through a real OTLP/HTTP receiver (`slotguard_tests::otlp`): the spans, their parents
+//! and the worker's link survive the protobuf encoding.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::post;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use prost::Message;
 use slotguard::Role;
+use slotguard_tests::otlp::{Receiver, Span, attr};
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::stores::Store;
 use crate::{start, traced};
-
-/// Every span the receiver decoded.
-type Received = Arc<Mutex<Vec<Span>>>;
-
-/// Starts the receiver on its own thread and runtime (the test's thread blocks while it flushes).
-fn serve() -> (SocketAddr, Received) {
-    let received = Received::default();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let addr = listener.local_addr().expect("address");
-    let app = Router::new()
-        .route("/v1/traces", post(receive))
-        .with_state(Arc::clone(&received));
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            axum::serve(listener, app).await.expect("serve");
-        });
-    });
-    (addr, received)
-}
-
-/// `POST /v1/traces`: one protobuf `ExportTraceServiceRequest`.
-async fn receive(State(received): State<Received>, body: Bytes) -> impl IntoResponse {
-    let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export");
-    let mut spans = received.lock().expect("lock");
-    for resource in request.resource_spans {
-        for scope in resource.scope_spans {
-            spans.extend(scope.spans);
-        }
-    }
-    let response = ExportTraceServiceResponse::default().encode_to_vec();
-    ([(header::CONTENT_TYPE, "application/x-protobuf")], response)
-}
 
 /// The OTLP/HTTP exporter to `addr`, batched, under a `tracing-opentelemetry` layer that is this
 /// thread's default subscriber.
@@ -89,15 +39,6 @@ async fn flush(provider: &SdkTracerProvider) {
     flushed.expect("join").expect("flush");
 }
 
-fn attr(span: &Span, key: &str) -> Option<String> {
-    let kv = span.attributes.iter().find(|kv| kv.key == key)?;
-    Some(match kv.value.as_ref()?.value.as_ref()? {
-        Value::StringValue(s) => s.clone(),
-        Value::IntValue(i) => i.to_string(),
-        other => format!("{other:?}"),
-    })
-}
-
 /// A worker's successful run of `traced`, with its link.
 fn linked_run(spans: &[Span]) -> Option<&Span> {
     spans.iter().find(|s| {
@@ -115,14 +56,14 @@ fn child<'a>(spans: &'a [Span], parent: &Span, name: &str) -> &'a Span {
 }
 
 pub(crate) async fn runs_reach_a_real_otlp_http_receiver(store: Store) {
-    let (addr, received) = serve();
-    let (provider, guard) = export_to(addr);
+    let receiver = Receiver::start();
+    let (provider, guard) = export_to(receiver.addr);
     let scheduler = start(&store, "scheduler", Role::Scheduler, vec![traced()]).await;
     let worker = start(&store, "worker", Role::Worker, vec![traced()]).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         flush(&provider).await;
-        if linked_run(&received.lock().expect("lock")).is_some() {
+        if linked_run(&receiver.spans()).is_some() {
             break;
         }
         assert!(
@@ -136,7 +77,7 @@ pub(crate) async fn runs_reach_a_real_otlp_http_receiver(store: Store) {
     flush(&provider).await;
     drop(guard);
 
-    let spans = received.lock().expect("lock").clone();
+    let spans = receiver.spans();
     let run = linked_run(&spans).expect("a linked run");
     assert_eq!(attr(run, "workflow.trigger.type").as_deref(), Some("cron"));
     assert_eq!(attr(run, "owner").as_deref(), Some("worker"));
