@@ -125,6 +125,7 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
     if rt.stop.is_cancelled() {
         // Claimed while shutdown began: hand them straight back, for another replica to recover.
         for run in std::mem::take(&mut out.runs) {
+            crate::trace::skipped(&run.span, SkipReason::ShuttingDown.label());
             release(run.permits, &abandoned(SkipReason::ShuttingDown.label())).await;
         }
     }
@@ -175,6 +176,9 @@ async fn claimed(
             span.follows_from(&candidate.span);
             span
         };
+        // Due work learns its slot from the claim.
+        let (at, partition) = (run.slot.scheduled_at, &run.partition);
+        crate::trace::describe_slot(&span, at, run.trigger, partition);
         let mut permits = std::mem::take(&mut outer);
         let recovered = recovered(&run, permit.as_ref());
         if recovered {

@@ -39,10 +39,8 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
         permit.describe(&mut info);
     }
     let span = admitted.span.clone();
-    let slot = &admitted.run;
-    trace::describe_slot(&span, slot.slot.scheduled_at, slot.trigger, &slot.partition);
     trace::describe_attempt(&span, &info);
-    if let Some(queued_by) = &slot.trace_parent {
+    if let Some(queued_by) = &admitted.run.trace_parent {
         trace::link(&span, queued_by);
     }
     let job = Arc::clone(&admitted.job);

@@ -84,7 +84,7 @@ pub(crate) fn run_span(job: &str, owner: &str) -> Span {
     )
 }
 
-/// Records the slot a run is for.
+/// Records the slot a run is for, once per span (an OpenTelemetry span keeps every value recorded).
 pub(crate) fn describe_slot(span: &Span, at: DateTime<Utc>, trigger: Trigger, partition: &str) {
     span.record(
         "slot",

@@ -84,8 +84,19 @@ fn children<'a>(spans: &'a [SpanData], parent: &SpanData, name: &str) -> Vec<&'a
         .collect()
 }
 
-/// `run` → its claims, then its body → the body's own span, in one trace.
+/// `run` → its claims, then its body → the body's own span, in one trace; each attribute of the
+/// run recorded once.
 pub(crate) fn assert_tree(spans: &[SpanData], run: &SpanData) {
+    let mut keys: Vec<&str> = run.attributes.iter().map(|kv| kv.key.as_str()).collect();
+    keys.sort_unstable();
+    let all = keys.len();
+    keys.dedup();
+    assert_eq!(
+        keys.len(),
+        all,
+        "an attribute recorded twice: {:#?}",
+        run.attributes
+    );
     let claims = children(spans, run, "job_claim");
     let bodies = children(spans, run, "job_body");
     assert!(!claims.is_empty(), "no claim span under {run:#?}");
