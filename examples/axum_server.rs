@@ -7,6 +7,7 @@
 //! cargo run --example axum_server -- --addr 127.0.0.1:8080 --db ./slots.db
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example axum_server
 //! OPERATORS='alice:change-me,bob:s3cret' cargo run --example axum_server
+//! OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 cargo run --example axum_server   # + traces
 //! ```
 //!
 //! Then open <http://localhost:3000/internal/dashboard> (user `alice`, password `change-me`), or from
@@ -42,9 +43,17 @@ use axum::routing::get;
 use base64::Engine;
 use clap::Parser;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::SpanExporter;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use slotguard::{Job, JobContext, JobError, RetryPolicy, Scheduler};
 use slotguard_admin::dashboard::Dashboard;
 use slotguard_admin::http::{self, Actor};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Command line; every option can also come from the environment.
 #[derive(Parser)]
@@ -71,15 +80,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Logs on stderr: stdout's first line is the address, for scripts and tests.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: redirected logs stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    let traces = telemetry()?;
     let args = Args::parse();
 
     // The recorder must be installed before the scheduler records anything.
@@ -142,7 +143,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "stopped: {} run(s) in flight, finished in grace: {}, handed over: {}, took {:?}",
         report.in_flight, report.finished_in_grace, report.abandoned, report.took
     );
+    if let Some(provider) = traces {
+        // Sends the last batch; the exporter's HTTP client blocks, so not on a runtime thread.
+        tokio::task::spawn_blocking(move || provider.shutdown()).await??;
+    }
     Ok(())
+}
+
+/// Logs on stderr (stdout's first line is the address, for scripts and tests), filtered by
+/// `RUST_LOG`, and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, traces over OTLP/HTTP to it at
+/// `info` whatever `RUST_LOG` says: one trace per run, the jobs' own spans inside
+/// (docs/observability.md). The provider is returned to be shut down last.
+fn telemetry() -> Result<Option<SdkTracerProvider>, Box<dyn std::error::Error>> {
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: redirected logs stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        );
+    let provider = match std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT") {
+        // The exporter reads the endpoint (and OTEL_EXPORTER_OTLP_HEADERS, ...) itself.
+        Some(_) => Some(
+            SdkTracerProvider::builder()
+                .with_resource(
+                    Resource::builder()
+                        .with_service_name("slotguard-axum-example")
+                        .build(),
+                )
+                .with_batch_exporter(SpanExporter::builder().with_http().build()?)
+                .build(),
+        ),
+        None => None,
+    };
+    let traces = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("slotguard"))
+            .with_filter(LevelFilter::INFO)
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .init();
+    Ok(provider)
 }
 
 /// The demo jobs.

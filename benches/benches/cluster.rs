@@ -222,8 +222,12 @@ impl<B: Backend> SlotStore for Counting<B> {
 
 #[async_trait]
 impl<B: Backend> QueueStore for Counting<B> {
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        self.other("enqueue_slots", self.inner.enqueue_slots(requests))
+    async fn enqueue_slots(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.other("enqueue_slots", self.inner.enqueue_slots(requests, traces))
             .await
     }
 

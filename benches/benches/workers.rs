@@ -194,7 +194,10 @@ async fn queue_past_slots(backend: &PgBackend, n: usize) {
                 )
             })
             .collect();
-        backend.enqueue_slots(&requests).await.expect("enqueue");
+        backend
+            .enqueue_slots(&requests, &[])
+            .await
+            .expect("enqueue");
     }
 }
 
@@ -369,7 +372,10 @@ async fn fanout() {
         .collect();
     // One call for the whole slot, as the scheduler's tick makes it.
     let enqueue = Instant::now();
-    backend.enqueue_slots(&requests).await.expect("enqueue");
+    backend
+        .enqueue_slots(&requests, &[])
+        .await
+        .expect("enqueue");
     let enqueue = enqueue.elapsed();
     wait_for(
         &mut conn,

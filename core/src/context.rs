@@ -18,6 +18,8 @@ pub(crate) struct RunSlot {
     pub(crate) trigger: Trigger,
     /// Empty when the job is not partitioned.
     pub(crate) partition: Arc<str>,
+    /// The `traceparent` of the span that queued the run (scheduler role), if it carried one.
+    pub(crate) trace_parent: Option<String>,
 }
 
 /// What the run's context learns from the permits it holds.

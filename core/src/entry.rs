@@ -147,6 +147,9 @@ pub(crate) enum Work {
 pub(crate) struct Candidate {
     pub(crate) job: Arc<JobEntry>,
     pub(crate) work: Work,
+    /// The span of the run it may become: made when the chain first looks at it, kept across
+    /// looks (see `trace`).
+    pub(crate) span: tracing::Span,
 }
 
 impl Candidate {
@@ -159,6 +162,7 @@ impl Candidate {
                 partition,
                 looks: 0,
             },
+            span: tracing::Span::none(),
         }
     }
 
@@ -167,7 +171,27 @@ impl Candidate {
         Candidate {
             job: Arc::clone(job),
             work: Work::Due { limit },
+            span: tracing::Span::none(),
         }
+    }
+
+    /// The run's span, made if it is not yet: with the slot, for slot work.
+    pub(crate) fn traced(mut self, owner: &str) -> Self {
+        if self.span.is_none() {
+            self.span = crate::trace::run_span(&self.job.name, owner);
+            if let Work::Slot {
+                slot, partition, ..
+            } = &self.work
+            {
+                crate::trace::describe_slot(
+                    &self.span,
+                    slot.scheduled_at,
+                    Trigger::Schedule,
+                    partition,
+                );
+            }
+        }
+        self
     }
 
     /// How many runs due work may claim (1 for slot work).

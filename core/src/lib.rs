@@ -34,6 +34,9 @@
 //!   and slot rows with attempts, heartbeats and fencing tokens.
 //! - **The runtime** keeps one timer for all jobs, never awaits a run in it, catches panics in job
 //!   bodies, and shuts down in two phases ([`SchedulerHandle::shutdown`]).
+//! - **Traces**: each run is a `job_run` span with the OpenTelemetry `workflow.*` attributes, its
+//!   `job_claim` and its `job_body` (the body's own spans inside). With the `otel` feature, a worker's
+//!   run links to the scheduler span that queued it; `docs/observability.md` wires an OTLP exporter.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -57,6 +60,7 @@ mod runtime;
 mod scheduler;
 mod state;
 pub mod store;
+mod trace;
 
 /// The `chrono` this crate's public signatures use ([`JobContext::business_date`] is a
 /// [`chrono::NaiveDate`], slots are [`chrono::DateTime<Utc>`](chrono::DateTime)): name its types

@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use slotguard_tests::otlp::{self, Receiver, Span};
 
 mod support;
 use support::example;
@@ -39,14 +40,22 @@ struct Server {
 impl Server {
     /// Starts `name` on a free port with a fresh SQLite store, and waits for its first line on stdout.
     fn start(name: &str) -> Server {
+        Server::start_with(name, &[])
+    }
+
+    /// [`start`](Server::start), with `env` set for the example.
+    fn start_with(name: &str, env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().expect("a temp dir");
         let mut child = Command::new(example(name))
             .args(["--addr", "127.0.0.1:0", "--db"])
             .arg(dir.path().join("slots.db"))
-            // A developer's DATABASE_URL would switch the store to PostgreSQL.
+            // A developer's DATABASE_URL would switch the store to PostgreSQL, an OTLP endpoint
+            // would send traces.
             .env_remove("DATABASE_URL")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("ADDR")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .expect("the example starts");
@@ -536,4 +545,34 @@ fn a_per_second_job_logs_quietly_and_without_colours_into_a_pipe() {
         "{per_run} info lines of the per-second job in 6 s:\n{text}"
     );
     assert!(text.contains(" INFO "), "nothing at info at all:\n{text}");
+}
+
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT`, the axum example sends a trace per run over OTLP/HTTP (to a
+/// real receiver that decodes the protobuf), even with `RUST_LOG` at `warn`: docs/observability.md.
+#[test]
+fn axum_server_exports_a_trace_per_run_over_otlp_http() {
+    let _alone = one_at_a_time();
+    let receiver = Receiver::start();
+    let endpoint = format!("http://{}", receiver.addr);
+    let server = Server::start_with(
+        "axum_server",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ],
+    );
+    let traced = |spans: &[Span]| {
+        spans.iter().any(|run| {
+            run.name == "job_run"
+                && otlp::attr(run, "job").as_deref() == Some("refresh-rates")
+                && otlp::attr(run, "workflow.task.run.result").as_deref() == Some("success")
+                && spans
+                    .iter()
+                    .any(|body| body.name == "job_body" && body.parent_span_id == run.span_id)
+        })
+    };
+    eventually(Duration::from_secs(20), "a run's trace is received", || {
+        traced(&receiver.spans())
+    });
+    assert!(server.terminate(Duration::from_secs(15)).success());
 }

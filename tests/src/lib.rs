@@ -18,7 +18,9 @@ pub mod admin;
 mod contract;
 pub mod history;
 pub mod logs;
+pub mod otlp;
 pub mod pg;
+pub mod traces;
 
 /// A claim request for `job` at `scheduled_at`.
 pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimRequest {
@@ -833,9 +835,9 @@ pub async fn slots_are_queued_once(backend: &dyn Backend) {
     let mut ahead = past.clone();
     ahead.key.scheduled_at = soon;
     let batch = [past.clone(), ahead.clone()];
-    let first = backend.enqueue_slots(&batch).await.expect("enqueue");
+    let first = backend.enqueue_slots(&batch, &[]).await.expect("enqueue");
     assert_eq!(first, [Claim::Queued, Claim::Queued]);
-    let again = backend.enqueue_slots(&batch).await.expect("enqueue");
+    let again = backend.enqueue_slots(&batch, &[]).await.expect("enqueue");
     assert!(
         again.iter().all(|c| *c
             == Claim::Taken {
@@ -867,7 +869,7 @@ pub async fn slots_are_queued_once(backend: &dyn Backend) {
     let mut busy = with_overlap(past.clone(), Overlap::Skip);
     busy.key.scheduled_at += chrono::Duration::seconds(5);
     let answer = backend
-        .enqueue_slots(std::slice::from_ref(&busy))
+        .enqueue_slots(std::slice::from_ref(&busy), &[])
         .await
         .expect("enqueue");
     assert_eq!(answer, [Claim::Queued]);
@@ -892,7 +894,7 @@ pub async fn due_work_keeps_its_limits(backend: &dyn Backend) {
     let slots: Vec<ClaimRequest> = (0..6)
         .map(|i| request(job, &format!("2026-01-06T00:00:0{i}Z"), stale))
         .collect();
-    let queued = backend.enqueue_slots(&slots).await.expect("enqueue");
+    let queued = backend.enqueue_slots(&slots, &[]).await.expect("enqueue");
     assert!(queued.iter().all(|c| *c == Claim::Queued), "{queued:?}");
     let own = [spec(job, 3).with_limits(Some(2), None)];
     let first = backend.claim_due("w1", &own, 10).await.expect("due");

@@ -302,6 +302,7 @@ fn due_row(row: &PgRow) -> Result<(bool, u32, DueClaim), PgError> {
         zone: row.try_get("zone")?,
         wall: row.try_get("wall_time")?,
         business_date: row.try_get("business_date")?,
+        trace_parent: row.try_get("trace_parent")?,
     };
     Ok((
         row.try_get("buried")?,

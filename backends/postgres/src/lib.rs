@@ -434,8 +434,12 @@ impl SlotStore for PgBackend {
 #[async_trait]
 impl QueueStore for PgBackend {
     /// `CLAIM` in its enqueue mode, then a `NOTIFY` that wakes the workers; see `queue.rs`.
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        self.enqueue_rows(requests).await
+    async fn enqueue_slots(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.enqueue_rows(requests, traces).await
     }
 
     /// One read; see `NEXT_DUE` in the crate's `sql/due.rs`.

@@ -63,6 +63,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "job calendars",
         sql: include_str!("../migrations/0009_job_calendars.sql"),
     },
+    Migration {
+        version: 10,
+        description: "trace context of queued runs",
+        sql: include_str!("../migrations/0010_trace_context.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -44,16 +44,51 @@ pub(crate) fn channel(schema: &str) -> String {
 }
 
 impl PgBackend {
-    /// Enqueues `requests` and, when something was queued, notifies the schema's channel.
+    /// Enqueues `requests`, keeps the trace context of those queued, and, when something was
+    /// queued, notifies the schema's channel.
     pub(crate) async fn enqueue_rows(
         &self,
         requests: &[ClaimRequest],
+        traces: &[Option<String>],
     ) -> Result<Vec<Claim>, StoreError> {
         let answers = self.claim_rows("", requests, true).await?;
         if answers.contains(&Claim::Queued) {
+            // Before the `NOTIFY`, so that a woken worker finds the context.
+            self.keep_traces(requests, traces, &answers).await?;
             self.notify_due().await?;
         }
         Ok(answers)
+    }
+
+    /// `KEEP_TRACES` for the requests answered `queued` that carry a trace context.
+    async fn keep_traces(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+        answers: &[Claim],
+    ) -> Result<(), StoreError> {
+        let kept: Vec<(&ClaimRequest, &String)> = requests
+            .iter()
+            .zip(traces)
+            .zip(answers)
+            .filter_map(|((r, t), a)| t.as_ref().filter(|_| *a == Claim::Queued).map(|t| (r, t)))
+            .collect();
+        if kept.is_empty() {
+            return Ok(());
+        }
+        let jobs: Vec<&str> = kept.iter().map(|(r, _)| r.key.job.as_str()).collect();
+        let slots: Vec<DateTime<Utc>> = kept.iter().map(|(r, _)| r.key.scheduled_at).collect();
+        let partitions: Vec<&str> = kept.iter().map(|(r, _)| r.key.partition.as_str()).collect();
+        let parents: Vec<&str> = kept.iter().map(|(_, t)| t.as_str()).collect();
+        sqlx::query(sql(&self.inner.statements.keep_traces))
+            .bind(&jobs)
+            .bind(&slots)
+            .bind(&partitions)
+            .bind(&parents)
+            .execute(self.pool())
+            .await
+            .map_err(PgError::from)?;
+        Ok(())
     }
 
     /// Wakes every listening worker (delivered when the statement commits).

@@ -95,7 +95,7 @@ SET status = 'running',
     finished_at = NULL,
     next_attempt_at = NULL
 WHERE id = ?1
-RETURNING attempt, fencing_token, trigger_kind, zone, wall_time, business_date";
+RETURNING attempt, fencing_token, trigger_kind, zone, wall_time, business_date, trace_parent";
 
 /// A new slot: attempt 1, running, with the next fencing token.
 const INSERT_RUN: &str = "
@@ -123,8 +123,9 @@ const INSERT_ATTEMPT: &str = "
 INSERT INTO slotguard_job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
 VALUES (?1, ?2, ?3, ?4, 'running', ?5)";
 
-/// What [`TAKE_OVER`] answers: attempt, token, trigger, zone, wall time, business date.
-type TakenRow = (i64, i64, String, String, String, String);
+/// What [`TAKE_OVER`] answers: attempt, token, trigger, zone, wall time, business date, trace
+/// context.
+type TakenRow = (i64, i64, String, String, String, String, Option<String>);
 
 impl Shared {
     /// Decodes a row read for the rules.
@@ -150,19 +151,23 @@ impl Shared {
         })
     }
 
-    /// Claims `requests` for `owner`, or enqueues them for workers (see
-    /// [`QueueStore::enqueue_slots`](slotguard::store::QueueStore::enqueue_slots)).
+    /// Claims `requests` for `owner`, or enqueues them for workers with their trace contexts
+    /// (see [`QueueStore::enqueue_slots`](slotguard::store::QueueStore::enqueue_slots)).
     pub(crate) async fn claim(
         &self,
         owner: &str,
         requests: &[ClaimRequest],
-        mode: Mode,
+        (mode, traces): (Mode, &[Option<String>]),
     ) -> Result<Vec<Claim>, SqliteError> {
         let mut w = self.write().await?;
         let now = self.now(&mut w).await?;
         let mut decided: Vec<(ClaimPlan, Claim)> = Vec::with_capacity(requests.len());
         for request in requests {
             decided.push(self.claim_one(&mut w, (owner, mode), now, request).await?);
+        }
+        if !traces.is_empty() {
+            let answers: Vec<&Claim> = decided.iter().map(|(_, answer)| answer).collect();
+            self.keep_traces(&mut w, requests, traces, &answers).await?;
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;
         for ((plan, _), request) in decided.iter().zip(requests) {
@@ -440,7 +445,7 @@ impl Shared {
         &self,
         key: SlotKey,
         lease: Lease,
-        (_, _, trigger, zone, wall, business_date): TakenRow,
+        (_, _, trigger, zone, wall, business_date, trace_parent): TakenRow,
     ) -> Result<DueClaim, SqliteError> {
         let run_id = lease.run_id;
         Ok(DueClaim {
@@ -453,6 +458,7 @@ impl Shared {
                 .map_err(|_| self.corrupt(run_id, "wall_time", &wall))?,
             business_date: NaiveDate::parse_from_str(&business_date, "%Y-%m-%d")
                 .map_err(|_| self.corrupt(run_id, "business_date", &business_date))?,
+            trace_parent,
         })
     }
 }

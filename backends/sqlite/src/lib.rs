@@ -105,6 +105,7 @@ mod migrate;
 mod replicas;
 mod retention;
 mod slots;
+mod trace;
 mod values;
 
 pub use error::SqliteError;

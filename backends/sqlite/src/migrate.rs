@@ -55,6 +55,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "job calendars",
         sql: include_str!("../migrations/0007_job_calendars.sql"),
     },
+    Migration {
+        version: 8,
+        description: "trace context of queued runs",
+        sql: include_str!("../migrations/0008_trace_context.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -264,7 +264,10 @@ impl SlotStore for SqliteBackend {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.shared().claim(owner, requests, Mode::Claim).await?)
+        Ok(self
+            .shared()
+            .claim(owner, requests, (Mode::Claim, &[]))
+            .await?)
     }
 
     async fn claim_due(
@@ -344,11 +347,18 @@ impl SlotStore for SqliteBackend {
 impl QueueStore for SqliteBackend {
     /// One write transaction for the batch, as [`claim`](SlotStore::claim). No signal: workers
     /// on SQLite poll ([`due_signal`](QueueStore::due_signal)).
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+    async fn enqueue_slots(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+    ) -> Result<Vec<Claim>, StoreError> {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.shared().claim("", requests, Mode::Enqueue).await?)
+        Ok(self
+            .shared()
+            .claim("", requests, (Mode::Enqueue, traces))
+            .await?)
     }
 
     /// One read on the pool.

@@ -120,6 +120,7 @@ impl SlotGuard {
                 },
                 trigger: claim.trigger,
                 partition: Arc::from(claim.key.partition.as_str()),
+                trace_parent: claim.trace_parent,
             };
             let permit: Box<dyn Permit> = Box::new(self.hold(claim.key, claim.lease, job.retry));
             per_job

@@ -28,6 +28,8 @@ pub(crate) struct Admitted {
     /// Due work that recovered a run (see [`recovered`]): a retry, a take-over, a hand-over,
     /// catch-up or an operator's run, not a worker's first attempt of a queued slot.
     pub(crate) recovered: bool,
+    /// The run's span (see `trace`); its claim span has ended.
+    pub(crate) span: tracing::Span,
 }
 
 /// What the chain made of a batch.
@@ -42,13 +44,22 @@ pub(crate) struct Admission {
     pub(crate) unavailable: Vec<Candidate>,
 }
 
-type Held = (Candidate, Vec<Box<dyn Permit>>);
+/// A candidate on its way through the chain: the permits it holds, and the span of this walk
+/// (a child of its run's span, ended when it leaves the chain).
+type Held = (Candidate, Vec<Box<dyn Permit>>, tracing::Span);
 
 /// Walks `batch` through the chain of each candidate's job.
 pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
     let mut out = Admission::default();
+    let batch: Vec<Candidate> = batch.into_iter().map(|c| c.traced(&rt.owner)).collect();
     let batch = drop_paused(rt, batch).await;
-    let mut held: Vec<Held> = batch.into_iter().map(|c| (c, Vec::new())).collect();
+    let mut held: Vec<Held> = batch
+        .into_iter()
+        .map(|c| {
+            let claim = crate::trace::claim_span(&c.span);
+            (c, Vec::new(), claim)
+        })
+        .collect();
     for guard in &rt.guards {
         if rt.stop.is_cancelled() {
             break;
@@ -72,9 +83,11 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
         let mut overlapped = Vec::new();
         // Highest index first, so that `swap_remove` leaves the lower ones in place.
         for (i, decision) in leaving.into_iter().rev() {
-            let (candidate, permits) = held.swap_remove(i);
+            let (candidate, permits, _claim) = held.swap_remove(i);
             match decision {
-                Decision::Claimed(runs) => claimed(&mut out, &candidate, permits, runs).await,
+                Decision::Claimed(runs) => {
+                    claimed(&mut out, &rt.owner, &candidate, permits, runs).await;
+                }
                 Decision::Skip(reason) => {
                     refused(&mut out, &mut overlapped, candidate, permits, reason).await;
                 }
@@ -83,9 +96,11 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
         }
         record(rt, &overlapped, OVERLAP_SKIPPED).await;
     }
-    for (candidate, permits) in held {
+    for (candidate, permits, claim) in held {
+        drop(claim);
         if rt.stop.is_cancelled() {
             skip(&candidate, permits, &SkipReason::ShuttingDown).await;
+            crate::trace::skipped(&candidate.span, SkipReason::ShuttingDown.label());
             continue;
         }
         if let Work::Slot {
@@ -96,18 +111,21 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
                 slot,
                 trigger: Trigger::Schedule,
                 partition,
+                trace_parent: None,
             };
             out.runs.push(Admitted {
                 job: candidate.job,
                 run,
                 permits,
                 recovered: false,
+                span: candidate.span,
             });
         }
     }
     if rt.stop.is_cancelled() {
         // Claimed while shutdown began: hand them straight back, for another replica to recover.
         for run in std::mem::take(&mut out.runs) {
+            crate::trace::skipped(&run.span, SkipReason::ShuttingDown.label());
             release(run.permits, &abandoned(SkipReason::ShuttingDown.label())).await;
         }
     }
@@ -123,6 +141,7 @@ pub(crate) async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<
             continue;
         };
         crate::metrics::skipped(&candidate.job.name, "paused");
+        crate::trace::skipped(&candidate.span, "paused");
         tracing::info!(event = "job_claim_skipped", job = %candidate.job.name, %slot, reason = "paused", "job is paused");
         if candidate.job.level == GuardLevel::Slot {
             requests.extend(candidate.claim_request());
@@ -136,17 +155,30 @@ pub(crate) async fn drop_paused(rt: &Runtime, mut batch: Vec<Candidate>) -> Vec<
 /// no flag and no lock can get more than one (one per partition, or `allow`).
 async fn claimed(
     out: &mut Admission,
+    owner: &str,
     candidate: &Candidate,
     mut outer: Vec<Box<dyn Permit>>,
     runs: Vec<(RunSlot, Box<dyn Permit>)>,
 ) {
     if runs.is_empty() {
         // Nothing was due after all (another replica was first): give the flag and lock back.
+        crate::trace::skipped(&candidate.span, "nothing_due");
         release(outer, &abandoned("nothing due")).await;
         return;
     }
     debug_assert!(runs.len() == 1 || outer.is_empty());
-    for (run, permit) in runs {
+    for (i, (run, permit)) in runs.into_iter().enumerate() {
+        // The first run takes the span its claim is under; the others follow from it.
+        let span = if i == 0 {
+            candidate.span.clone()
+        } else {
+            let span = crate::trace::run_span(&candidate.job.name, owner);
+            span.follows_from(&candidate.span);
+            span
+        };
+        // Due work learns its slot from the claim.
+        let (at, partition) = (run.slot.scheduled_at, &run.partition);
+        crate::trace::describe_slot(&span, at, run.trigger, partition);
         let mut permits = std::mem::take(&mut outer);
         let recovered = recovered(&run, permit.as_ref());
         if recovered {
@@ -158,6 +190,7 @@ async fn claimed(
             run,
             permits,
             recovered,
+            span,
         });
     }
 }
@@ -180,6 +213,7 @@ async fn refused(
 ) {
     if candidate.slot_at().is_none() {
         // Due work stays in the store for the next round.
+        crate::trace::skipped(&candidate.span, reason.label());
         release(permits, &abandoned(reason.label())).await;
         return;
     }
@@ -197,12 +231,15 @@ async fn refused(
         SkipReason::RunningHere if slot_level && !in_body && candidate.looks() < MAX_LOOKS => {
             out.deferred.push(candidate);
         }
-        SkipReason::RunningHere if slot_level => overlapped.extend(candidate.claim_request()),
+        SkipReason::RunningHere if slot_level => {
+            crate::trace::skipped(&candidate.span, reason.label());
+            overlapped.extend(candidate.claim_request());
+        }
         SkipReason::LockedElsewhere if slot_level && !candidate.is_recheck() => {
             out.deferred.push(candidate);
         }
         SkipReason::StoreUnavailable(_) => out.unavailable.push(candidate),
-        _ => {}
+        _ => crate::trace::skipped(&candidate.span, reason.label()),
     }
 }
 

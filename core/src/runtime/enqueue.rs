@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::entry::Candidate;
 use crate::store::{Claim, ClaimRequest, StoreError};
+use crate::trace;
 
 use super::Runtime;
 use super::chain::drop_paused;
@@ -21,12 +22,19 @@ pub(crate) async fn enqueue(rt: Arc<Runtime>, batch: Vec<Candidate>) {
     while !batch.is_empty() {
         let requests: Vec<ClaimRequest> =
             batch.iter().filter_map(Candidate::claim_request).collect();
+        let spans: Vec<tracing::Span> = requests
+            .iter()
+            .map(|r| trace::enqueue_span(r, &rt.owner))
+            .collect();
         let queued = match slots.store.queue() {
-            Ok(queue) => queue.enqueue_slots(&requests).await,
+            Ok(queue) => queue.enqueue_slots(&requests, &traces(&spans)).await,
             Err(e) => Err(e),
         };
         match queued {
             Ok(answers) => {
+                for (span, answer) in spans.iter().zip(&answers) {
+                    trace::enqueued(span, answer);
+                }
                 log(&requests, &answers);
                 break;
             }
@@ -56,6 +64,16 @@ pub(crate) async fn enqueue(rt: Arc<Runtime>, batch: Vec<Candidate>) {
             () = tokio::time::sleep(OUTAGE_RETRY.1) => {}
         }
     }
+}
+
+/// The trace context of each enqueue span, for the rows; none at all when no span has one (no
+/// OpenTelemetry layer, or feature `otel` off).
+fn traces(spans: &[tracing::Span]) -> Vec<Option<String>> {
+    let traces: Vec<Option<String>> = spans.iter().map(trace::traceparent).collect();
+    if traces.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    traces
 }
 
 /// One event per slot: queued, decided otherwise by its overlap policy, or found existing.

@@ -2,7 +2,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +13,7 @@ use crate::entry::JobEntry;
 use crate::guard::RunOutcome;
 use crate::job::{ErrorClass, JobResult};
 use crate::store::Trigger;
+use crate::trace::{self, RunResult};
 
 use super::Runtime;
 use super::chain::{Admitted, release};
@@ -37,18 +38,11 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     for permit in &admitted.permits {
         permit.describe(&mut info);
     }
-    let span = tracing::info_span!(
-        "job_run",
-        job = %admitted.job.name,
-        slot = %admitted.run.slot.scheduled_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        trigger = admitted.run.trigger.as_str(),
-        partition = %admitted.run.partition,
-        attempt = info.attempt.unwrap_or(1),
-        run_id = info.run_id,
-        token = info.fencing_token,
-        owner = %rt.owner,
-        outcome = tracing::field::Empty,
-    );
+    let span = admitted.span.clone();
+    trace::describe_attempt(&span, &info);
+    if let Some(queued_by) = &admitted.run.trace_parent {
+        trace::link(&span, queued_by);
+    }
     let job = Arc::clone(&admitted.job);
     let attempt = info.attempt.unwrap_or(1);
     rt.running.fetch_add(1, Ordering::AcqRel);
@@ -69,7 +63,11 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
 /// The body's run: its outcome, and whether the store took it.
 async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
     let Admitted {
-        job, run, permits, ..
+        job,
+        run,
+        permits,
+        span,
+        ..
     } = admitted;
     let losses: Vec<CancellationToken> = permits.iter().filter_map(|p| p.loss()).collect();
     let (stop, lost) = (rt.cancel.child_token(), CancellationToken::new());
@@ -119,11 +117,13 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         std::future::pending::<()>().await;
     };
     job.in_body.store(true, Ordering::Release);
+    let timed_out = AtomicBool::new(false);
     let ended = tokio::select! {
-        ended = body(rt, &job, ctx) => ended,
+        ended = body(rt, &job, ctx, &timed_out).instrument(trace::body_span(&span)) => ended,
         () = watch => None,
     };
     job.in_body.store(false, Ordering::Release);
+    let panicked = matches!(ended, Some(Err(_)));
     let outcome = outcome(ended, rt.cancel.is_cancelled());
     let took = started.elapsed();
     crate::monitor::deliver::end(check_in, &outcome, took);
@@ -133,7 +133,8 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         took,
         rt.clock.now().timestamp_millis() as f64 / 1000.0,
     );
-    tracing::Span::current().record("outcome", outcome.label());
+    let result = RunResult::of(&outcome, panicked, timed_out.load(Ordering::Acquire));
+    trace::ended(&span, &outcome, result);
     let accepted = release(permits, &outcome).await;
     if matches!(outcome, RunOutcome::Abandoned { .. }) {
         rt.abandoned.fetch_add(1, Ordering::AcqRel);
@@ -142,9 +143,9 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
     (outcome, accepted)
 }
 
-/// Runs the body with the job's timeout, catching panics; after shutdown's cancel it gets
-/// `kill_after` to return.
-async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> BodyEnd {
+/// Runs the body with the job's timeout (setting `timed_out` when it cuts the body short),
+/// catching panics; after shutdown's cancel it gets `kill_after` to return.
+async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext, timed_out: &AtomicBool) -> BodyEnd {
     let handler = Arc::clone(&job.handler);
     let body = match std::panic::catch_unwind(AssertUnwindSafe(move || handler(ctx))) {
         Ok(body) => body,
@@ -155,6 +156,7 @@ async fn body(rt: &Runtime, job: &JobEntry, ctx: JobContext) -> BodyEnd {
         match timeout {
             None => body.await,
             Some(limit) => tokio::time::timeout(limit, body).await.unwrap_or_else(|_| {
+                timed_out.store(true, Ordering::Release);
                 Err(crate::JobError::transient(format!(
                     "attempt timed out after {limit:?}"
                 )))

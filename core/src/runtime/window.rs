@@ -36,6 +36,7 @@ pub(crate) fn window_closed(candidate: &Candidate, now: chrono::DateTime<chrono:
 pub(crate) async fn record_expired(rt: &Runtime, expired: &[Candidate]) -> bool {
     for candidate in expired {
         crate::metrics::slots_missed(&candidate.job.name, 1);
+        crate::trace::skipped(&candidate.span, "store_unavailable");
         tracing::error!(event = "job_slot_missed", job = %candidate.job.name, slot = ?candidate.slot_at(), "the store was unavailable until the slot's window closed; it did not run");
     }
     let requests: Vec<_> = expired

@@ -66,6 +66,8 @@ struct Run {
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
     checkpoint: Option<String>,
+    /// The `traceparent` of the span that queued the run, if any.
+    trace_parent: Option<String>,
     attempts: Vec<AttemptRecord>,
 }
 
@@ -91,6 +93,7 @@ impl Run {
             updated_at: now,
             finished_at: None,
             checkpoint: None,
+            trace_parent: None,
             attempts: Vec::new(),
         }
     }

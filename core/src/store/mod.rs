@@ -252,6 +252,9 @@ pub struct DueClaim {
     pub wall: NaiveDateTime,
     /// The business date recorded with the run.
     pub business_date: NaiveDate,
+    /// The W3C `traceparent` of the span that queued the run
+    /// ([`QueueStore::enqueue_slots`]), if it carried one: the run's span links to it.
+    pub trace_parent: Option<String>,
 }
 
 /// A store could not do what was asked: which kind of failure, what happened, and the error

@@ -5,6 +5,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+#[cfg(doc)]
+use super::DueClaim;
 use super::{Claim, ClaimRequest, DueSpec, Lease, StoreError};
 #[cfg(doc)]
 use super::{MAX_EARLY, SlotStore, rules};
@@ -24,9 +26,18 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Stores that can wake workers ([`due_signal`](Self::due_signal)) do so when something was
     /// queued. See [`rules::plan_claim`].
     ///
+    /// `traces` is empty, or holds one entry per request: the W3C `traceparent` of the span that
+    /// queued it, kept with a row this call queued ([`Claim::Queued`]) and handed back with its
+    /// claim ([`DueClaim::trace_parent`]), so that the worker's span links to the scheduler's. An
+    /// opaque string to the store; `None` entries (and an empty slice) store nothing.
+    ///
     /// # Cancel safety
     /// Dropping the future may or may not have queued the slots; enqueueing again is idempotent.
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError>;
+    async fn enqueue_slots(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+    ) -> Result<Vec<Claim>, StoreError>;
 
     /// The earliest instant, after the store's now, at which a `pending` run of the jobs in `specs`
     /// falls due (`next_attempt_at`), in one read: a worker sleeps until then instead of polling.

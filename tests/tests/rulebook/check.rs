@@ -267,7 +267,7 @@ async fn store_step(store: &Store, op: &Op, ctx: &Ctx<'_>) -> Result<(Seen, Vec<
         ),
         Op::Enqueue { slot, overlap } => {
             let answers = b
-                .enqueue_slots(&[slot.request(ctx.base, *overlap)])
+                .enqueue_slots(&[slot.request(ctx.base, *overlap)], &[])
                 .await
                 .map_err(failed)?;
             (claims(&answers).0, Vec::new())

@@ -266,7 +266,7 @@ dead AS (
     FROM exhausted x
     WHERE j.id = x.id
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
-              j."trigger", j.zone, j.wall_time, j.business_date, x.max_attempts
+              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent, x.max_attempts
 ),
 dead_attempts AS (
     UPDATE {schema}.job_run_attempts a
@@ -289,7 +289,7 @@ upd AS (
     WHERE j.id = d.id
       AND j.status IN ('pending', 'abandoned', 'running')
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
-              j."trigger", j.zone, j.wall_time, j.business_date
+              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
@@ -302,11 +302,11 @@ attempts AS (
     SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
 )
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, false AS buried, 0 AS max_attempts
+       wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts
 FROM upd
 UNION ALL
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, true, max_attempts
+       wall_time, business_date, trace_parent, true, max_attempts
 FROM dead
 ORDER BY buried, scheduled_at, job_name, partition_key
 "#

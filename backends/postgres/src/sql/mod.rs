@@ -31,6 +31,7 @@ pub(crate) mod replicas;
 pub(crate) mod retention;
 pub(crate) mod runs;
 pub(crate) mod slots;
+pub(crate) mod trace;
 
 use std::sync::Arc;
 
@@ -80,6 +81,7 @@ pub(crate) struct Statements {
     pub(crate) replicas: Arc<str>,
     pub(crate) forget_replicas: Arc<str>,
     pub(crate) prune_runs: Arc<str>,
+    pub(crate) keep_traces: Arc<str>,
 }
 
 impl Statements {
@@ -127,6 +129,7 @@ impl Statements {
             replicas: s(replicas::REPLICAS),
             forget_replicas: s(replicas::FORGET_REPLICAS),
             prune_runs: s(retention::PRUNE_RUNS),
+            keep_traces: s(trace::KEEP_TRACES),
         }
     }
 }

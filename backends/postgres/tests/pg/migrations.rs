@@ -37,6 +37,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (7, "dashboard indexes".to_owned()),
         (8, "queue: active runs by slot".to_owned()),
         (9, "job calendars".to_owned()),
+        (10, "trace context of queued runs".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 

@@ -195,6 +195,18 @@ fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>) -> Leas
 }
 
 impl MemoryBackend {
+    /// Keeps each queued row's `traceparent` (see [`QueueStore::enqueue_slots`]).
+    fn keep_traces(&self, requests: &[ClaimRequest], traces: &[Option<String>], answers: &[Claim]) {
+        let mut inner = self.lock();
+        for ((request, trace), answer) in requests.iter().zip(traces).zip(answers) {
+            if let (Some(trace), Claim::Queued) = (trace, answer)
+                && let Some(run) = inner.runs.get_mut(&request.key)
+            {
+                run.trace_parent = Some(trace.clone());
+            }
+        }
+    }
+
     /// `claim` or `enqueue_slots`: decides and writes every request, then logs what the rules
     /// imply.
     fn claim_all(
@@ -253,6 +265,7 @@ impl SlotStore for MemoryBackend {
             let lease = take_over(run, owner, token, now);
             let (trigger, zone, wall, business_date) =
                 (run.trigger, run.zone.clone(), run.wall, run.business_date);
+            let trace_parent = run.trace_parent.clone();
             let key = rows.iter().find(|r| r.id == *id).map(|r| r.key.clone());
             claimed.extend(key.map(|key| DueClaim {
                 key,
@@ -261,6 +274,7 @@ impl SlotStore for MemoryBackend {
                 zone,
                 wall,
                 business_date,
+                trace_parent,
             }));
         }
         drop(inner);
@@ -341,8 +355,13 @@ impl SlotStore for MemoryBackend {
 
 #[async_trait]
 impl QueueStore for MemoryBackend {
-    async fn enqueue_slots(&self, requests: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+    async fn enqueue_slots(
+        &self,
+        requests: &[ClaimRequest],
+        traces: &[Option<String>],
+    ) -> Result<Vec<Claim>, StoreError> {
         let answers = self.claim_all("", requests, Mode::Enqueue)?;
+        self.keep_traces(requests, traces, &answers);
         if answers.contains(&Claim::Queued) {
             self.queued.send_modify(|n| *n = n.wrapping_add(1));
         }

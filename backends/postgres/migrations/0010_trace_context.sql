@@ -1,0 +1,5 @@
+-- The W3C `traceparent` of the span that queued a run for workers (the scheduler role, with
+-- slotguard's `otel` feature), so that the worker's run span links to it. NULL otherwise.
+-- `{schema}` is replaced by the library's schema (a validated, quoted identifier) before this runs.
+
+ALTER TABLE {schema}.job_runs ADD COLUMN trace_parent text;
