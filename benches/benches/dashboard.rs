@@ -67,6 +67,10 @@ async fn bench() {
         (now - chrono::Duration::minutes(5)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let pages = [
         ("jobs", "/ui".to_owned()),
+        (
+            "jobs, searched and filtered",
+            "/ui?q=05&guard=slot&state=active".to_owned(),
+        ),
         ("job", "/ui/jobs/job-0500".to_owned()),
         (
             "job, failed only",

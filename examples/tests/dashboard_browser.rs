@@ -326,9 +326,62 @@ async fn walk(c: &Client, addr: SocketAddr, shots: &Shots) {
     assert!(text(c, "#failures").await.contains(FLAKY));
     shots.take(c, "failures").await;
     c.goto(&format!("{home}/jobs/{FLAKY}")).await.unwrap();
+    // The retried run finished: its duration is a point of the chart, linking to the run.
+    assert!(count(c, "svg.durations a circle").await >= 1);
+    assert!(text(c, "#durations").await.contains("p95"));
     shots.take(c, "job").await;
     c.goto(&home).await.unwrap();
     shots.take(c, "jobs").await;
+    search(c).await;
+    at_a_phones_width(c, &home, shots).await;
+}
+
+/// The jobs page's search narrows the table to the job typed, and says how many match.
+async fn search(c: &Client) {
+    assert!(text(c, "ul.glance").await.contains("missed"));
+    let q = c.find(Locator::Css("input[name=q]")).await.unwrap();
+    q.send_keys(&FLAKY[..4]).await.unwrap();
+    c.find(Locator::Css("form.search button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shows(c, "p.count", Duration::from_secs(10)).await;
+    assert_eq!(count(c, "table.jobs tbody tr").await, 1);
+    assert!(text(c, "p.count").await.starts_with("1 of "));
+    assert!(text(c, "table.jobs").await.contains(FLAKY));
+}
+
+/// At a phone's width (390 × 844) no page scrolls sideways: wide tables scroll inside themselves.
+async fn at_a_phones_width(c: &Client, home: &str, shots: &Shots) {
+    c.set_window_size(390, 844)
+        .await
+        .expect("a phone-sized window");
+    for page in [
+        home.to_owned(),
+        format!("{home}/jobs/{FLAKY}"),
+        format!("{home}/failures"),
+        format!("{home}/missed"),
+        format!("{home}/audit"),
+        format!("{home}/replicas"),
+    ] {
+        c.goto(&page).await.unwrap();
+        let widths = script(
+            c,
+            "return [document.documentElement.scrollWidth, window.innerWidth]",
+        )
+        .await;
+        let (page_width, window) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+        assert!(window <= 420, "the window is a phone's: {window}");
+        assert!(
+            page_width <= window,
+            "{page}: {page_width} px wide in {window}"
+        );
+    }
+    c.goto(&format!("{home}/jobs/{FLAKY}")).await.unwrap();
+    shots.take(c, "phone-job").await;
+    c.set_window_size(1280, 860).await.expect("the window back");
 }
 
 async fn pause_resume_and_backfill(c: &Client, home: &str, shots: &Shots) {

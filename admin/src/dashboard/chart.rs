@@ -85,6 +85,12 @@ pub(super) fn draw(base: &Base, job: &str, points: &[Point]) -> Markup {
         .collect::<Vec<_>>()
         .join(" ");
     let (first, last) = (&points[0], &points[points.len() - 1]);
+    // The p95 label sits above its line, or below it when the line is at the top.
+    let label_y = if y(p95) - 12.0 < TOP {
+        y(p95) + 11.0
+    } else {
+        y(p95) - 3.0
+    };
     html! {
         svg.durations viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img"
             aria-label={ "durations of the last " (points.len()) " finished runs; p95 " (short(p95)) } {
@@ -93,7 +99,7 @@ pub(super) fn draw(base: &Base, job: &str, points: &[Point]) -> Markup {
             text.label x=(LEFT - 4.0) y=(TOP + 9.0) text-anchor="end" { (short(top as i64)) }
             text.label x=(LEFT - 4.0) y=(TOP + plot_h) text-anchor="end" { "0" }
             line.p95 x1=(LEFT) y1=(y(p95)) x2=(WIDTH - 8.0) y2=(y(p95)) {}
-            text.label.p95 x=(WIDTH - 10.0) y=(y(p95) - 3.0) text-anchor="end" { "p95 " (short(p95)) }
+            text.label.p95 x=(WIDTH - 10.0) y=(label_y) text-anchor="end" { "p95 " (short(p95)) }
             polyline.trend points=(line) {}
             @for (i, p) in points.iter().enumerate() {
                 a href=(base.run(job, &p.slot, &p.partition)) {
