@@ -303,9 +303,12 @@ fn admin_error(e: AdminError) -> HttpResponse {
     let (status, kind) = match e {
         AdminError::UnknownJob { .. } => (StatusCode::NOT_FOUND, "unknown_job"),
         AdminError::UnknownRun { .. } => (StatusCode::NOT_FOUND, "unknown_run"),
+        AdminError::UnknownSchedule { .. } => (StatusCode::NOT_FOUND, "unknown_schedule"),
         AdminError::Refused { .. } | AdminError::PauseState { .. } => {
             (StatusCode::CONFLICT, "refused")
         }
+        AdminError::ScheduleExists { .. } => (StatusCode::CONFLICT, "exists"),
+        AdminError::StaleVersion { .. } => (StatusCode::CONFLICT, "stale_version"),
         AdminError::Invalid { .. } => (StatusCode::BAD_REQUEST, "invalid"),
         AdminError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store"),
     };

@@ -22,6 +22,11 @@
 //!   -u alice:change-me -H 'content-type: application/json' -d '{"reason": "try it now"}'
 //! curl -u alice:change-me localhost:3000/internal/jobs/daily-settlement/runs
 //! curl -u alice:change-me localhost:3000/internal/audit
+//! curl -X POST localhost:3000/internal/schedules \
+//!   -u alice:change-me -H 'content-type: application/json' \
+//!   -d '{"id": "acme", "job": "daily-settlement", "cron": "*/10 * * * * *", "tz": "Asia/Seoul",
+//!        "partition": "acme", "reason": "acme settles every 10 s"}'   # a schedule added at run time
+//! curl -u alice:change-me 'localhost:3000/internal/jobs/daily-settlement/runs?partition=acme'
 //! curl localhost:3000/metrics
 //! ```
 //!

@@ -65,6 +65,35 @@ pub enum AdminError {
         /// What is wrong with it.
         problem: String,
     },
+    /// No stored schedule has that id.
+    #[error("unknown schedule `{id}`")]
+    UnknownSchedule {
+        /// The id asked for, escaped and shortened.
+        id: String,
+    },
+    /// A schedule with that id exists already: change it instead (with its version).
+    #[error(
+        "schedule `{id}` exists already (version {version}); change it with that version, or remove it first"
+    )]
+    ScheduleExists {
+        /// The id.
+        id: String,
+        /// Its latest version.
+        version: i64,
+    },
+    /// The change was read at an older version of the schedule than the latest: someone changed it
+    /// since. Nothing was changed; read it again and decide.
+    #[error(
+        "schedule `{id}` is at version {current}, not {asked}: it changed since it was read; read it again"
+    )]
+    StaleVersion {
+        /// The id.
+        id: String,
+        /// The version the change was read at.
+        asked: i64,
+        /// The latest version.
+        current: i64,
+    },
     /// The store could not be asked; nothing was changed.
     #[error(transparent)]
     Store(#[from] StoreError),

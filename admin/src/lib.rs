@@ -35,6 +35,8 @@ pub mod parse;
 mod reads;
 mod request;
 mod retry_range;
+mod schedules;
+mod skip;
 mod writes;
 
 pub use answers::{BackfillOptions, BackfillReport, JobStatus, Retried, Triggered};
@@ -46,6 +48,7 @@ pub use missed::{CHUNK, JobMissed, MissedCursor, MissedPage, MissedQuery, Missed
 pub use page::{check_page, parse_page};
 pub use request::{ChangeRequest, MAX_ACTOR_BYTES, MAX_REASON_BYTES};
 pub use retry_range::{MAX_RETRY_RUNS, RangeRetry};
+pub use schedules::{PREVIEW_SLOTS, ScheduleFields, StoredSchedule};
 pub use slotguard::operate::{
     DEFAULT_PAGE, MAX_PAGE, MAX_PER_SECOND, MIN_PER_SECOND, rfc3339, shown,
 };

@@ -28,7 +28,8 @@ use slotguard::store::{
     AdminStore, AuditEntry, AuditRecord, Backend, CheckpointStore, Claim, ClaimRequest, ClockStore,
     DueClaim, DueSpec, Enqueue, Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore,
     PruneSpec, Pruned, QueueStore, ReplicaInfo, ReplicaRecord, ReplicaStore, RetentionStore,
-    RunChange, RunCounts, RunFilter, RunRecord, SlotKey, SlotStore, StaleLock, StoreError,
+    RunChange, RunCounts, RunFilter, RunRecord, ScheduleChanges, ScheduleSpec, ScheduleStore,
+    ScheduleVersion, ScheduleWrite, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -434,6 +435,61 @@ impl<B: Backend> RetentionStore for Counting<B> {
         limit: usize,
     ) -> Result<Vec<Pruned>, StoreError> {
         self.other("prune_runs", self.inner.prune_runs(specs, limit))
+            .await
+    }
+}
+
+/// Counted by name: every replica reads the stored schedules' changes each poll.
+#[async_trait]
+impl<B: Backend> ScheduleStore for Counting<B> {
+    async fn write_schedule(
+        &self,
+        id: &str,
+        expected: i64,
+        spec: Option<&ScheduleSpec>,
+        by: &str,
+        reason: &str,
+    ) -> Result<ScheduleWrite, StoreError> {
+        let write = self.inner.write_schedule(id, expected, spec, by, reason);
+        self.other("write_schedule", write).await
+    }
+
+    async fn schedule_changes(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<ScheduleChanges, StoreError> {
+        let read = self.inner.schedule_changes(after, limit);
+        self.other("schedule_changes", read).await
+    }
+
+    async fn schedules(
+        &self,
+        job: Option<&str>,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ScheduleVersion>, StoreError> {
+        let read = self.inner.schedules(job, after_id, limit);
+        self.other("schedules", read).await
+    }
+
+    async fn schedule_history(&self, id: &str) -> Result<Vec<ScheduleVersion>, StoreError> {
+        self.other("schedule_history", self.inner.schedule_history(id))
+            .await
+    }
+
+    async fn skip_slot(
+        &self,
+        request: &ClaimRequest,
+        by: &str,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        self.other("skip_slot", self.inner.skip_slot(request, by, reason))
+            .await
+    }
+
+    async fn unskip_slot(&self, key: &SlotKey, by: &str, reason: &str) -> Result<bool, StoreError> {
+        self.other("unskip_slot", self.inner.unskip_slot(key, by, reason))
             .await
     }
 }

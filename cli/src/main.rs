@@ -2,12 +2,14 @@
 //!
 //! `next` (the slots a cron expression yields, like `systemd-analyze calendar`) works offline; the
 //! operations on a cluster's store (`jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
-//! `backfill`, `pause`, `resume`, `audit`, `replicas`) live in [`ops`].
+//! `backfill`, `pause`, `resume`, `audit`, `replicas`, `schedule`, `skip`, `unskip`) live in
+//! [`ops`].
 //!
 //! Exit codes follow clap's convention: 0 for success, 2 for a usage error or bad input, 1 for any other
 //! failure (an I/O error, an unreachable store); the operations add 3 (unknown job or slot), 4
-//! (refused by the run's status or the job's pause state), and with `trigger --wait` 5 (the run
-//! ended without success) and 6 (not finished within `--timeout`).
+//! (refused by the run's status or the job's pause state), with `trigger --wait` 5 (the run
+//! ended without success) and 6 (not finished within `--timeout`), and 7 (a stored schedule changed
+//! since the version a change was read at).
 
 #![forbid(unsafe_code)]
 
@@ -28,7 +30,8 @@ mod ops;
     after_help = "Exit codes: 0 done; 1 a failure (I/O, store unreachable); 2 usage or bad input; \
                   3 unknown job or slot; 4 refused by the run's status or the job's pause state; \
                   with trigger --wait, 5 the run ended without success (failed, dead, skipped, \
-                  abandoned) and 6 it had not finished within --timeout."
+                  abandoned) and 6 it had not finished within --timeout; 7 a stored schedule \
+                  changed since the --version given (schedule set, schedule remove)."
 )]
 struct Cli {
     /// What to do.

@@ -1,8 +1,11 @@
 //! The operations on a cluster's store: `jobs`, `runs`, `run`, `missed`, `retry`, `cancel`,
-//! `trigger`, `backfill`, `pause`, `resume`, `audit`, `replicas`. Each is one call of the admin API
+//! `trigger`, `backfill`, `pause`, `resume`, `audit`, `replicas`, the stored schedules (`schedule
+//! add|list|show|set|remove|preview`), `skip` and `unskip`. Each is one call of the admin API
 //! ([`slotguard_admin::Admin`]) on the store the replicas share, printed as a table (or, for the
-//! listings, as JSON with `--json`). Every change is a [`slotguard_admin::Command`] handed to
-//! `Admin::execute`, as the HTTP router's and the dashboard's changes are.
+//! listings, as JSON with `--json`). Every change to a job or a run is a
+//! [`slotguard_admin::Command`] handed to `Admin::execute`, as the HTTP router's and the
+//! dashboard's changes are; a stored schedule and a skip are changed by the admin API's own
+//! methods (`Admin::add_schedule`, `Admin::skip`, ...), as the HTTP router changes them.
 //!
 //! Every argument is checked before the store is opened (`Plan::new`), so bad input is reported as
 //! bad input (exit 2) even when the store is unreachable. Exit codes, for scripts: 0 done; 2 bad input
@@ -10,8 +13,9 @@
 //! unknown job or slot; 4 refused by the run's status (retry of a running run) or by the job's pause
 //! state (a second pause, the resume of an active job); 1 the store could not be reached, no job's
 //! missed slots could be counted, or another failure; with `trigger --wait`, 5 the run ended without success (failed,
-//! dead, skipped, abandoned) and 6 it had not finished when `--timeout` passed. Errors are one line
-//! on stderr, prefixed `error:`.
+//! dead, skipped, abandoned) and 6 it had not finished when `--timeout` passed; 7 a change to a
+//! stored schedule was read at an older version than the latest. Errors are one line on stderr,
+//! prefixed `error:`.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -37,6 +41,8 @@ use plan::Plan;
 const NOT_FOUND: u8 = 3;
 /// Refused by the run's status, or by the job's pause state (a second pause, a needless resume).
 const REFUSED: u8 = 4;
+/// A change to a stored schedule read at an older version than the latest: read it again.
+const STALE_VERSION: u8 = 7;
 /// `trigger --wait`: the run ended without success (failed, dead, skipped, abandoned).
 const UNSUCCESSFUL: u8 = 5;
 /// `trigger --wait`: the run had not finished when `--timeout` passed.
@@ -57,6 +63,25 @@ Examples:
 Exit codes: 0 done, 2 bad input, 3 unknown job or slot, 4 refused by the run's status or the
 job's pause state, 1 store unreachable, no job's missed slots countable, or another failure;
 trigger --wait: 0 succeeded, 5 ended without success, 6 not finished within --timeout.";
+
+const SCHEDULE_EXAMPLES: &str = "\
+Examples:
+  export SLOTGUARD_DATABASE_URL=postgres://ops@db.internal/app   # or sqlite:/var/lib/app/slotguard.db
+  slotguard schedule preview --job daily-settlement --cron '0 9 * * *' --tz America/New_York --count 3
+  slotguard schedule add acme-report --job daily-settlement --cron '0 9 * * *' --tz America/New_York \\
+      --partition acme --remaining-runs 3 --reason 'onboarding acme'
+  slotguard schedule list --job daily-settlement
+  slotguard schedule show acme-report
+  slotguard schedule set acme-report --version 1 --cron '30 9 * * *' --reason later
+  slotguard schedule set acme-report --version 2 --paused --note 'month-end freeze' --reason freeze
+  slotguard schedule remove acme-report --version 3 --reason 'acme left'
+  slotguard skip daily-settlement 2026-12-24T17:00:00Z --reason holiday
+  slotguard unskip daily-settlement 2026-12-24T17:00:00Z --reason 'not a holiday'
+
+Exit codes: 0 done, 2 bad input (the message names the argument), 3 unknown job or schedule (or,
+for unskip, no skip to undo), 4 the schedule exists already or the slot has a row already, 7 the
+schedule changed since --version was read (nothing was changed), 1 store unreachable or another
+failure.";
 
 /// Runs one operation and prints its result.
 pub(crate) fn run(store: &Store, op: Op) -> ExitCode {

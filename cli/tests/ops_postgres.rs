@@ -330,3 +330,23 @@ fn cancel_says_what_happens_to_a_pending_run() {
 fn a_second_pause_and_a_needless_resume_are_refused() {
     ops::a_second_pause_and_a_needless_resume_are_refused(&fixture());
 }
+
+#[test]
+fn stored_schedules_add_change_remove() {
+    ops::stored_schedules_add_change_remove(&fixture());
+}
+
+#[test]
+fn schedule_input_names_the_argument() {
+    ops::schedule_input_names_the_argument(&fixture());
+}
+
+#[test]
+fn schedule_preview_stores_nothing() {
+    ops::schedule_preview_stores_nothing(&fixture());
+}
+
+#[test]
+fn skip_and_unskip_a_slot() {
+    ops::skip_and_unskip_a_slot(&fixture());
+}

@@ -244,3 +244,23 @@ fn a_second_pause_and_a_needless_resume_are_refused() {
 fn help_lists_every_exit_code() {
     ops::help_lists_every_exit_code();
 }
+
+#[test]
+fn stored_schedules_add_change_remove() {
+    ops::stored_schedules_add_change_remove(&fixture("schedules"));
+}
+
+#[test]
+fn schedule_input_names_the_argument() {
+    ops::schedule_input_names_the_argument(&fixture("schedule-input"));
+}
+
+#[test]
+fn schedule_preview_stores_nothing() {
+    ops::schedule_preview_stores_nothing(&fixture("preview"));
+}
+
+#[test]
+fn skip_and_unskip_a_slot() {
+    ops::skip_and_unskip_a_slot(&fixture("skip"));
+}

@@ -87,6 +87,9 @@ pub(crate) struct JobEntry {
     pub(crate) bodies: AtomicUsize,
     /// Where its check-ins go, if anywhere.
     pub(crate) monitor: Option<Attached>,
+    /// For the entry of a stored schedule, the job whose handler it runs: its pause state is the
+    /// job's.
+    pub(crate) of: Option<Arc<JobEntry>>,
 }
 
 impl JobEntry {
@@ -96,7 +99,40 @@ impl JobEntry {
     }
 
     pub(crate) fn is_paused(&self) -> bool {
-        self.paused.load(Ordering::Acquire)
+        self.of
+            .as_ref()
+            .map_or(&self.paused, |job| &job.paused)
+            .load(Ordering::Acquire)
+    }
+
+    /// The entry of a stored schedule of this job: its slots on `schedule`, with the job's handler
+    /// and policies. Its slots go to the slot layer alone, like a partition's, so that the store
+    /// decides overlap per job and partition across the job's code and stored schedules.
+    pub(crate) fn for_schedule(self: &Arc<Self>, schedule: Schedule) -> JobEntry {
+        JobEntry {
+            name: Arc::clone(&self.name),
+            schedule,
+            level: self.level,
+            layers: Layers::for_job(self.level, self.overlap, true),
+            lock_key: self.lock_key,
+            running: AtomicBool::new(false),
+            handler: Arc::clone(&self.handler),
+            stale_after: self.stale_after,
+            retry: self.retry,
+            overlap: self.overlap,
+            catch_up: self.catch_up,
+            deadline: self.deadline,
+            retention: self.retention,
+            partitions: None,
+            paused: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
+            look_again: AtomicBool::new(false),
+            in_body: AtomicBool::new(false),
+            limits: self.limits,
+            bodies: AtomicUsize::new(0),
+            monitor: self.monitor.clone(),
+            of: Some(Arc::clone(self)),
+        }
     }
 
     /// What the store needs to hand this job's due work out.

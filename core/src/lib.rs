@@ -60,6 +60,7 @@ mod runtime;
 mod scheduler;
 mod state;
 pub mod store;
+pub mod timeline;
 mod trace;
 
 /// The `chrono` this crate's public signatures use ([`JobContext::business_date`] is a

@@ -94,6 +94,10 @@ impl Server {
         http(self.port, "POST", path, headers, Some(body))
     }
 
+    fn patch(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        http(self.port, "PATCH", path, headers, Some(body))
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
     fn terminate(mut self, within: Duration) -> ExitStatus {
         let status = Command::new("kill")
@@ -293,6 +297,62 @@ fn axum_server_serves_health_admin_and_metrics_and_stops_on_sigterm() {
                 .body
                 .contains(r#"job_run_started_total{job_name="refresh-rates"}"#)
     });
+
+    let status = server.terminate(Duration::from_secs(15));
+    assert!(status.success(), "exit after SIGTERM: {status}");
+}
+
+/// A schedule added over HTTP for one of the example's jobs, on a partition of its own, runs within
+/// 2 s of the answer; a change read at an old version is refused with 409 and changes nothing.
+#[test]
+fn axum_server_runs_a_schedule_added_over_http_within_two_seconds() {
+    let _alone = one_at_a_time();
+    let server = Server::start("axum_server");
+    let body = r#"{"id": "acme-every-second", "job": "daily-settlement", "cron": "* * * * * *",
+        "tz": "Asia/Seoul", "partition": "acme", "reason": "example test"}"#;
+    let added = server.post("/internal/schedules", &[ALICE], body);
+    let answered = Instant::now();
+    assert_eq!(added.status, 201, "{}", added.body);
+    let added = added.json();
+    assert_eq!(added["version"], 1, "{added}");
+    assert_eq!(added["changedBy"], "alice", "{added}");
+    assert_eq!(added["next"].as_array().map(Vec::len), Some(5), "{added}");
+    let ran = || {
+        let runs = server
+            .get(
+                "/internal/jobs/daily-settlement/runs?partition=acme",
+                &[ALICE],
+            )
+            .json();
+        runs["runs"].as_array().is_some_and(|runs| {
+            runs.iter()
+                .any(|r| r["status"] == "succeeded" || r["status"] == "running")
+        })
+    };
+    let deadline = answered + Duration::from_secs(2);
+    while !ran() {
+        assert!(
+            Instant::now() < deadline,
+            "the added schedule did not run within 2 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let stale = r#"{"version": 0, "cron": "*/5 * * * * *", "reason": "read long ago"}"#;
+    let refused = server.patch("/internal/schedules/acme-every-second", &[ALICE], stale);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(refused.json()["error"], "stale_version");
+    let current = server
+        .get("/internal/schedules/acme-every-second", &[ALICE])
+        .json();
+    assert_eq!(
+        (current["version"].as_i64(), current["cron"].as_str()),
+        (Some(1), Some("* * * * * *"))
+    );
+    let fresh = r#"{"version": 1, "paused": true, "note": "demo over", "reason": "example test"}"#;
+    let paused = server.patch("/internal/schedules/acme-every-second", &[ALICE], fresh);
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    assert_eq!(paused.json()["version"], 2);
 
     let status = server.terminate(Duration::from_secs(15));
     assert!(status.success(), "exit after SIGTERM: {status}");

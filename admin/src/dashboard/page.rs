@@ -129,8 +129,13 @@ pub(super) fn error_page(base: &Base, status: StatusCode, message: &str) -> Resp
 /// The status an admin error is answered with.
 pub(super) fn error_status(error: &AdminError) -> StatusCode {
     match error {
-        AdminError::UnknownJob { .. } | AdminError::UnknownRun { .. } => StatusCode::NOT_FOUND,
-        AdminError::Refused { .. } | AdminError::PauseState { .. } => StatusCode::CONFLICT,
+        AdminError::UnknownJob { .. }
+        | AdminError::UnknownRun { .. }
+        | AdminError::UnknownSchedule { .. } => StatusCode::NOT_FOUND,
+        AdminError::Refused { .. }
+        | AdminError::PauseState { .. }
+        | AdminError::ScheduleExists { .. }
+        | AdminError::StaleVersion { .. } => StatusCode::CONFLICT,
         AdminError::Invalid { .. } => StatusCode::BAD_REQUEST,
         AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     }

@@ -78,6 +78,15 @@ impl From<AdminError> for ApiError {
             AdminError::PauseState { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "refused", message)
             }
+            AdminError::UnknownSchedule { .. } => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_schedule", message)
+            }
+            AdminError::ScheduleExists { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "exists", message)
+            }
+            AdminError::StaleVersion { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_version", message)
+            }
             AdminError::Invalid { field, .. } => ApiError {
                 field: Some(field),
                 ..ApiError::new(StatusCode::BAD_REQUEST, "invalid", message)

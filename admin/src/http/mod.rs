@@ -63,6 +63,14 @@
 //! | `POST` | `/jobs/{job}/backfill` | `{"from", "to", "dryRun"?, "perSecond"?, "beforeFirstSeen"?, "reason", "actor"?}` | backfill report |
 //! | `POST` | `/jobs/{job}/pause` | `{"reason", "actor"?}` | job; `409 refused` if already paused (who paused it stays) |
 //! | `POST` | `/jobs/{job}/resume` | `{"reason", "actor"?}` | job; `409 refused` if not paused (nothing audited) |
+//! | `POST` | `/jobs/{job}/skip` | `{"scheduleSlot", "partition"?, "reason", "actor"?}` | run (`skipped`); `409 refused` if the slot has a row |
+//! | `POST` | `/jobs/{job}/unskip` | `{"scheduleSlot", "partition"?, "reason", "actor"?}` | `{"unskipped": true}`; `404 unknown_run` once a replica claimed it |
+//! | `GET` | `/schedules` | `?job=&after=&limit=` | `{"schedules": [schedule], "next": id or null}` |
+//! | `POST` | `/schedules` | `{"id", "job", "cron", "tz", "dst"?, "partition"?, "startAt"?, "endAt"?, "remainingRuns"?, "paused"?, "note"?, "reason", "actor"?}` | `201` schedule; `409 exists` |
+//! | `POST` | `/schedules/preview` | the fields of `POST /schedules` without `id` and `reason`, `"count"`? (1 to 1,000, default 5) | `{"next": [slot]}`; nothing is stored |
+//! | `GET` | `/schedules/{id}` | | schedule |
+//! | `PATCH` | `/schedules/{id}` | `{"version", …fields to change (`null` clears), "reason", "actor"?}` | schedule; `409 stale_version` |
+//! | `DELETE` | `/schedules/{id}` | `{"version"?, "reason", "actor"?}` | the removed version (`"removed": true`) |
 //! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!
@@ -71,6 +79,12 @@
 //! to 1,000 ([`MAX_PAGE`](crate::MAX_PAGE)), 50 when absent; `limit=0` or `limit=100000` is `400
 //! invalid` with `field: "limit"`, as in the CLI and the Rust API ([`check_page`](crate::check_page)),
 //! never capped. Runs are listed newest slot first; the audit trail newest first.
+//!
+//! A schedule is answered as `{"id", "version", "source": "api", "job", "cron", "tz", "dst",
+//! "partition", "startAt", "endAt", "remainingRuns", "paused", "note", "removed", "effectiveAt",
+//! "changedBy", "changedAt", "reason", "next"}`: `next` holds its next 5 slots under the versions in
+//! force at each, `effectiveAt` when the version takes effect (half a second after it was stored; see
+//! docs/schedules.md). A change without `remainingRuns` keeps counting down the runs left.
 //!
 //! Missed slots are pages too ([`Admin::missed_page`]): at most `limit` slots, oldest first, job by
 //! job, counted from when each job was first registered, and `next` to continue: one job's listing
@@ -105,9 +119,10 @@
 //! | status | `error` | when |
 //! | --- | --- | --- |
 //! | 400 | `invalid` | a malformed or out-of-bounds field, date, query or JSON body |
-//! | 404 | `unknown_job`, `unknown_run`, `not_found` | no such job, run or route |
+//! | 404 | `unknown_job`, `unknown_run`, `unknown_schedule`, `not_found` | no such job, run, schedule or route |
 //! | 405 | `method_not_allowed` | a known path with another method |
 //! | 409 | `refused` | the run's status does not allow the change (retrying a running run) |
+//! | 409 | `exists`, `stale_version` | a schedule added twice; a change read at an older version than the latest |
 //! | 413 | `payload_too_large` | a body over [`MAX_BODY_BYTES`]; nothing was changed |
 //! | 415 | `unsupported_media_type` | a body without `content-type: application/json` |
 //! | 503 | `store` | the store could not be asked; nothing was changed |
@@ -126,6 +141,7 @@ mod dto;
 mod error;
 mod extract;
 mod reads;
+mod schedules;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -160,6 +176,16 @@ pub fn router(admin: Admin) -> Router {
         .route("/jobs/{job}/backfill", post(changes::backfill))
         .route("/jobs/{job}/pause", post(changes::pause))
         .route("/jobs/{job}/resume", post(changes::resume))
+        .route("/jobs/{job}/skip", post(schedules::skip))
+        .route("/jobs/{job}/unskip", post(schedules::unskip))
+        .route("/schedules", get(schedules::list).post(schedules::add))
+        .route("/schedules/preview", post(schedules::preview))
+        .route(
+            "/schedules/{id}",
+            get(schedules::get_one)
+                .patch(schedules::change)
+                .delete(schedules::remove),
+        )
         .route("/missed", get(reads::missed_everywhere))
         .route("/audit", get(reads::audit))
         .route("/replicas", get(reads::replicas))

@@ -14,3 +14,4 @@ mod no_panic;
 mod refusals;
 mod replicas;
 mod runs;
+mod schedules;

@@ -33,7 +33,10 @@
 //! - `lock_keys`: which job of which application owns an advisory-lock key;
 //! - `jobs`: the jobs schedulers registered, with their pause state;
 //! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why;
-//! - `replicas`: the scheduler processes, each refreshed on its recovery cadence.
+//! - `replicas`: the scheduler processes, each refreshed on its recovery cadence;
+//! - `job_schedules`: one row per version of a stored schedule, `PRIMARY KEY(schedule_id, version)`,
+//!   `seq` rising in the order written (writes and reads of changes serialized by an advisory
+//!   transaction lock).
 //!
 //! Staleness of a heartbeat is always judged by the database clock, never by a replica's: the start
 //! of the statement that judges (`statement_timestamp()`, not the transaction's `now()`, which is as
@@ -70,6 +73,7 @@ mod migrate;
 mod queue;
 mod replicas;
 mod retention;
+mod schedules;
 mod sql;
 
 use std::fmt;

@@ -68,6 +68,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "trace context of queued runs",
         sql: include_str!("../migrations/0010_trace_context.sql"),
     },
+    Migration {
+        version: 11,
+        description: "schedules kept as data",
+        sql: include_str!("../migrations/0011_schedules.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -36,7 +36,8 @@
 //! | `slotguard_fencing` | one row: the last fencing token handed out, for slot claims and locks alike |
 //! | `slotguard_locks` | one row per held lease lock: `lock_key`, `owner`, `token`, `expires_at` |
 //! | `slotguard_jobs` | one row per registered job: cron expression, zone, DST policy, guard level, schedule fingerprint, pause state (`paused`, `paused_by`, `paused_reason`, `paused_at`), `registered_at`, `seen_at` |
-//! | `slotguard_job_run_audit` | one row per operator change (pause, resume, retry, trigger, backfill, cancel): job, run and slot (for run-level changes), action, actor, reason, `at` |
+//! | `slotguard_job_run_audit` | one row per operator change (pause, resume, retry, trigger, backfill, cancel, skip, schedule changes): job, run and slot (for run-level changes), action, actor, reason, `at` |
+//! | `slotguard_job_schedules` | one row per version of a stored schedule, `UNIQUE(schedule_id, version)`, `seq` rising in the order written: the spec (job, cron, zone, DST policy, partition, start, end, remaining runs, pause and note) or `removed`, `effective_at`, who, when and why |
 //!
 //! Every instant is an `INTEGER` of **Unix milliseconds, UTC** (`scheduled_at`, `heartbeat_at`,
 //! `expires_at`, ...), and every duration an `INTEGER` of milliseconds (`stale_after_ms`): integers
@@ -104,6 +105,7 @@ mod lease;
 mod migrate;
 mod replicas;
 mod retention;
+mod schedules;
 mod slots;
 mod trace;
 mod values;

@@ -60,6 +60,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "trace context of queued runs",
         sql: include_str!("../migrations/0008_trace_context.sql"),
     },
+    Migration {
+        version: 9,
+        description: "schedules kept as data",
+        sql: include_str!("../migrations/0009_schedules.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -119,5 +119,42 @@ async fn hostile_names_leave_every_table() {
     .fetch_one(backend.pool())
     .await
     .expect("tables");
-    assert_eq!(tables, 8, "every table is still there");
+    assert_eq!(tables, 9, "every table is still there");
+}
+
+/// Eight operators create one schedule at once through two handles on the file: one version is
+/// written, the others are told it exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creations_of_one_schedule_write_one_version() {
+    use slotguard::store::{ScheduleStore, ScheduleWrite};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let handles = [open(&dir).await, open(&dir).await];
+    let mut set = tokio::task::JoinSet::new();
+    for operator in 0..8 {
+        let backend = handles[operator % 2].clone();
+        set.spawn(async move {
+            let spec = admin::schedule_spec("tenant_report", &format!("{operator} 2 * * *"), "");
+            let by = format!("operator-{operator}");
+            backend
+                .write_schedule("race", 0, Some(&spec), &by, "race")
+                .await
+        });
+    }
+    let mut written = 0;
+    while let Some(answer) = set.join_next().await {
+        match answer.expect("operator panicked").expect("write") {
+            ScheduleWrite::Written(v) => {
+                assert_eq!(v.version, 1);
+                written += 1;
+            }
+            ScheduleWrite::Stale { current } => assert_eq!(current, 1),
+        }
+    }
+    assert_eq!(written, 1);
+    let history = handles[1].schedule_history("race").await.expect("history");
+    assert_eq!(history.len(), 1);
+    let changes = handles[0].schedule_changes(0, 10).await.expect("changes");
+    assert_eq!(changes.versions, history);
+    assert!(changes.fresh_at >= history[0].changed_at);
 }

@@ -7,6 +7,10 @@ use slotguard_admin::{ChangeRequest, DEFAULT_PAGE};
 use super::EXAMPLES;
 use super::failure::Failure;
 
+mod schedule;
+
+pub(crate) use schedule::{AddArgs, PreviewArgs, ScheduleOp, SetArgs, SpecArgs, UpcomingSlot};
+
 /// Who asks, and why: stored in the audit trail.
 #[derive(Debug, Args)]
 pub(crate) struct Why {
@@ -227,6 +231,17 @@ pub(crate) enum Op {
         #[arg(long)]
         json: bool,
     },
+    /// Stored schedules: add, list, show, change (`set`), remove and preview the schedules kept in
+    /// the store, which run a registered job's handler on slots of their own.
+    #[command(subcommand)]
+    Schedule(ScheduleOp),
+    /// Skip one upcoming slot of a job: it is recorded `skipped` with the reason, so no replica
+    /// runs it.
+    #[command(after_long_help = super::SCHEDULE_EXAMPLES)]
+    Skip(UpcomingSlot),
+    /// Undo a skip, as long as no replica has claimed the slot: it runs as its schedule says.
+    #[command(after_long_help = super::SCHEDULE_EXAMPLES)]
+    Unskip(UpcomingSlot),
     /// List the scheduler processes recorded in the store: host, pid, version, roles, jobs, runs
     /// held, last heartbeat, alive or gone.
     #[command(after_long_help = EXAMPLES)]

@@ -10,6 +10,8 @@ use super::failure::{Failure, failure};
 use super::plan::Plan;
 use super::{STILL_GOING, UNSUCCESSFUL, show};
 
+mod schedule;
+
 /// What an operation prints, and its exit code.
 pub(super) struct Answer {
     pub(super) text: String,
@@ -58,6 +60,14 @@ impl Plan {
                 json,
             ),
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
+            Plan::Schedule(plan) => plan.execute(admin).await?,
+            Plan::Skip {
+                job,
+                slot,
+                partition,
+                by,
+                undo,
+            } => schedule::skip(admin, (&job, slot, &partition), &by, undo).await?,
         }))
     }
 }

@@ -2,7 +2,7 @@
 
 use slotguard_admin::AdminError;
 
-use super::{NOT_FOUND, REFUSED, show};
+use super::{NOT_FOUND, REFUSED, STALE_VERSION, show};
 use crate::exit;
 
 /// A failure, with the exit code it maps to.
@@ -48,7 +48,11 @@ impl From<AdminError> for Failure {
                     show::ts(slot)
                 ),
             ),
-            AdminError::PauseState { .. } => (REFUSED, e.to_string()),
+            AdminError::PauseState { .. } | AdminError::ScheduleExists { .. } => {
+                (REFUSED, e.to_string())
+            }
+            AdminError::UnknownSchedule { .. } => (NOT_FOUND, e.to_string()),
+            AdminError::StaleVersion { .. } => (STALE_VERSION, e.to_string()),
             AdminError::Invalid { .. } => (exit::USAGE, e.to_string()),
             AdminError::Store(_) => (exit::FAILURE, e.to_string()),
         };
@@ -77,6 +81,40 @@ pub(super) fn failure(message: impl Into<String>) -> Failure {
 pub(super) fn argument(name: &'static str) -> impl Fn(AdminError) -> Failure {
     move |error| match error {
         AdminError::Invalid { problem, .. } => usage(format!("{name}: {problem}")),
+        other => Failure::from(other),
+    }
+}
+
+/// The arguments of `schedule add|set|preview|list`, by the field the admin API names.
+pub(super) const SCHEDULE_ARGS: &[(&str, &str)] = &[
+    ("id", "ID"),
+    ("job", "--job"),
+    ("cron", "--cron"),
+    ("tz", "--tz"),
+    ("dst", "--dst"),
+    ("partition", "--partition"),
+    ("startAt", "--start-at"),
+    ("endAt", "--end-at"),
+    ("remainingRuns", "--remaining-runs"),
+    ("note", "--note"),
+    ("limit", "--limit"),
+];
+
+/// The arguments of `skip` and `unskip`, by the field the admin API names.
+pub(super) const SKIP_ARGS: &[(&str, &str)] = &[
+    ("job", "JOB"),
+    ("scheduleSlot", "SLOT"),
+    ("partition", "--partition"),
+];
+
+/// The admin API's refusal of a field, said as `ARGUMENT: problem` with the field named as the
+/// CLI's argument is (`cron` is `--cron`), by `names`; any other failure as it is.
+pub(super) fn fields(names: &'static [(&str, &str)]) -> impl Fn(AdminError) -> Failure {
+    move |error| match error {
+        AdminError::Invalid { field, problem } => match names.iter().find(|(f, _)| *f == field) {
+            Some((_, name)) => usage(format!("{name}: {problem}")),
+            None => Failure::from(AdminError::Invalid { field, problem }),
+        },
         other => Failure::from(other),
     }
 }

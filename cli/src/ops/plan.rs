@@ -15,6 +15,10 @@ use super::args::{BackfillArgs, Op, RetryArgs, SlotArgs};
 use super::failure::{Failure, argument, usage};
 use super::show;
 
+mod schedule;
+
+pub(super) use schedule::SchedulePlan;
+
 /// An operation with its arguments checked.
 #[derive(Debug)]
 pub(super) enum Plan {
@@ -50,6 +54,16 @@ pub(super) enum Plan {
     },
     Replicas {
         json: bool,
+    },
+    /// A stored schedule's operation.
+    Schedule(SchedulePlan),
+    /// `skip` of an upcoming slot, or with `undo` its `unskip`.
+    Skip {
+        job: String,
+        slot: DateTime<Utc>,
+        partition: String,
+        by: ChangeRequest,
+        undo: bool,
     },
 }
 
@@ -121,6 +135,9 @@ impl Plan {
                 json,
             },
             Op::Replicas { json } => Plan::Replicas { json },
+            Op::Schedule(op) => Plan::Schedule(SchedulePlan::new(op)?),
+            Op::Skip(args) => schedule::skip(args, false)?,
+            Op::Unskip(args) => schedule::skip(args, true)?,
         })
     }
 }

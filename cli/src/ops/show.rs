@@ -19,8 +19,12 @@ use slotguard_admin::{
 };
 
 mod run;
+mod schedule;
 
 pub(super) use run::{range_retried, run, waited};
+pub(super) use schedule::{
+    preview, schedule, schedule_changed, schedule_removed, schedules, skipped, unskipped,
+};
 
 /// The widest a table cell gets, in characters.
 const MAX_CELL: usize = 60;

@@ -451,7 +451,10 @@ mod changes;
 mod input;
 #[path = "ops/listings.rs"]
 mod listings;
+#[path = "ops/schedules.rs"]
+mod schedules;
 
 pub(crate) use changes::*;
 pub(crate) use input::*;
 pub(crate) use listings::*;
+pub(crate) use schedules::*;

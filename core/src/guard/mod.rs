@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use crate::context::RunInfo;
 use crate::entry::{Candidate, RunSlot};
 pub use crate::policy::{GuardLevel, UnknownGuardLevel};
+use crate::trace::RunResult;
 
 pub(crate) mod batch;
 pub(crate) mod local;
@@ -127,6 +128,17 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
+    /// How a body that ended with this outcome ran, as `workflow.task.run.result` says it.
+    pub(crate) fn run_result(&self, panicked: bool, timed_out: bool) -> RunResult {
+        match self {
+            RunOutcome::Succeeded => RunResult::Success,
+            RunOutcome::Abandoned { .. } => RunResult::Cancellation,
+            RunOutcome::Failed { .. } if timed_out => RunResult::Timeout,
+            RunOutcome::Failed { .. } if panicked => RunResult::Error,
+            RunOutcome::Failed { .. } => RunResult::Failure,
+        }
+    }
+
     /// A short, stable label for logs, metrics and stores.
     pub const fn label(&self) -> &'static str {
         match self {

@@ -96,6 +96,13 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
         }
         record(rt, &overlapped, OVERLAP_SKIPPED).await;
     }
+    leave_chain(rt, &mut out, held).await;
+    out
+}
+
+/// The candidates that passed every layer: slot work becomes a run; everything is handed back
+/// instead when shutdown began meanwhile. Ends each walk's claim span.
+async fn leave_chain(rt: &Runtime, out: &mut Admission, held: Vec<Held>) {
     for (candidate, permits, claim) in held {
         drop(claim);
         if rt.stop.is_cancelled() {
@@ -129,7 +136,6 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
             release(run.permits, &abandoned(SkipReason::ShuttingDown.label())).await;
         }
     }
-    out
 }
 
 /// Leaves out the work of paused jobs, recording their slots `skipped` (reason `paused`).

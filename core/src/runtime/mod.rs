@@ -22,6 +22,7 @@ pub(crate) mod registry;
 mod removed;
 pub(crate) mod retention;
 pub(crate) mod run;
+pub(crate) mod schedules;
 mod tick;
 pub(crate) mod timer;
 pub(crate) mod window;

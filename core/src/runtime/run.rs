@@ -13,7 +13,7 @@ use crate::entry::JobEntry;
 use crate::guard::RunOutcome;
 use crate::job::{ErrorClass, JobResult};
 use crate::store::Trigger;
-use crate::trace::{self, RunResult};
+use crate::trace;
 
 use super::Runtime;
 use super::chain::{Admitted, release};
@@ -60,6 +60,21 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     }
 }
 
+/// The checkpoint the slot layer's permit keeps for this run, if any, read into `ctx`; a read that
+/// fails starts the attempt from scratch.
+async fn load_checkpoint(ctx: &mut JobContext, permits: &[Box<dyn crate::guard::Permit>]) {
+    let Some(checkpoints) = permits.iter().find_map(|p| p.checkpoints()) else {
+        return;
+    };
+    match checkpoints.load().await {
+        Ok(saved) => ctx.checkpoint = saved.map(Arc::from),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the checkpoint; the attempt starts from scratch")
+        }
+    }
+    ctx.saver = Some(checkpoints);
+}
+
 /// The body's run: its outcome, and whether the store took it.
 async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
     let Admitted {
@@ -79,15 +94,7 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         (stop.clone(), lost.clone()),
     );
     ctx.deadlines = permits.iter().filter_map(|p| p.deadline()).collect();
-    if let Some(checkpoints) = permits.iter().find_map(|p| p.checkpoints()) {
-        match checkpoints.load().await {
-            Ok(saved) => ctx.checkpoint = saved.map(Arc::from),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the checkpoint; the attempt starts from scratch")
-            }
-        }
-        ctx.saver = Some(checkpoints);
-    }
+    load_checkpoint(&mut ctx, &permits).await;
     if run.trigger == Trigger::Schedule
         && let Ok(early) = (run.slot.scheduled_at - rt.clock.now()).to_std()
     {
@@ -133,8 +140,8 @@ async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bo
         took,
         rt.clock.now().timestamp_millis() as f64 / 1000.0,
     );
-    let result = RunResult::of(&outcome, panicked, timed_out.load(Ordering::Acquire));
-    trace::ended(&span, &outcome, result);
+    let result = outcome.run_result(panicked, timed_out.load(Ordering::Acquire));
+    trace::ended(&span, outcome.label(), result);
     let accepted = release(permits, &outcome).await;
     if matches!(outcome, RunOutcome::Abandoned { .. }) {
         rt.abandoned.fetch_add(1, Ordering::AcqRel);

@@ -189,7 +189,7 @@ fn following(rt: &Runtime, i: usize, slot: Slot, now: DateTime<Utc>) -> Option<S
 }
 
 /// Hands the batch to tick tasks, grouped by this replica's spread delay for each slot.
-fn spawn_ticks(rt: &Arc<Runtime>, batch: Vec<Candidate>) {
+pub(super) fn spawn_ticks(rt: &Arc<Runtime>, batch: Vec<Candidate>) {
     if batch.is_empty() {
         return;
     }

@@ -20,6 +20,8 @@ use super::ConfigError;
 pub(crate) enum Task {
     /// Computes slots: offers them to the guard chain (`all`) or enqueues them (`scheduler`).
     Timer,
+    /// Follows the schedules kept in the store and fires their slots as the timer does.
+    Schedules,
     /// After registration, creates the runs of slots missed while no replica ran; `all` paces them.
     CatchUp,
     /// Claims due work: retries, hand-overs, stale and buffered runs.
@@ -39,15 +41,16 @@ pub(crate) enum Task {
 }
 
 use Task::{
-    CatchUp, ClockWatch, Control, Heartbeats, Recovery, Registry, Retention, Timer, WorkerLoop,
+    CatchUp, ClockWatch, Control, Heartbeats, Recovery, Registry, Retention, Schedules, Timer,
+    WorkerLoop,
 };
 
 /// The tasks each role starts. Without a store only the timer runs; the clock watch runs when
 /// the clock is measured ([`ClockSync`](crate::ClockSync) not `Off`).
 #[rustfmt::skip]
 pub(crate) const TASK_SETS: [(Role, &[Task]); 4] = [
-    (Role::All,       &[ClockWatch, Control, Timer, CatchUp, Recovery, Heartbeats, Registry, Retention]),
-    (Role::Scheduler, &[ClockWatch, Control, Timer, CatchUp, Registry, Retention]),
+    (Role::All,       &[ClockWatch, Control, Timer, Schedules, CatchUp, Recovery, Heartbeats, Registry, Retention]),
+    (Role::Scheduler, &[ClockWatch, Control, Timer, Schedules, CatchUp, Registry, Retention]),
     (Role::Worker,    &[ClockWatch, Control, WorkerLoop, Heartbeats, Registry, Retention]),
     (Role::Admin,     &[ClockWatch, Control, Registry, Retention]),
 ];
@@ -65,6 +68,7 @@ impl Task {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Timer => "timer",
+            Schedules => "stored schedules",
             CatchUp => "catch-up",
             Recovery => "recovery",
             WorkerLoop => "worker loop",
@@ -92,7 +96,8 @@ impl Task {
                 Capability::Locks,
                 Capability::Replicas,
             ],
-            Heartbeats => &[],
+            // A store without stored schedules has only the code's.
+            Heartbeats | Schedules => &[],
         }
     }
 }
@@ -184,6 +189,16 @@ impl Start<'_> {
         };
         match task {
             Timer => {}
+            Schedules => {
+                let (Some(schedules), true) = (store.schedules.clone(), rt.slots.is_some()) else {
+                    return;
+                };
+                let ready = latches.clock_measured.clone();
+                self.rt.tracker.spawn(async move {
+                    ready.cancelled().await;
+                    crate::runtime::schedules::drive(rt, schedules).await;
+                });
+            }
             ClockWatch => self.clock_watch(rt, store, latches.clock_measured.clone()),
             Control => self.control(rt, store, latches.registered.clone()),
             CatchUp => self.catch_up(rt, latches.registered.clone()),

@@ -198,6 +198,7 @@ pub(super) fn validate(job: &Job, defaults: &Defaults<'_>) -> Result<JobEntry, V
         limits: job.limits,
         bodies: AtomicUsize::new(0),
         monitor,
+        of: None,
     })
 }
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::{
     AdminStore, AuditRecord, Backend, CheckpointStore, ClockStore, Finish, Lease, LockStore,
-    QueueStore, ReplicaStore, RetentionStore, SlotStore, StoreError,
+    QueueStore, ReplicaStore, RetentionStore, ScheduleStore, SlotStore, StoreError,
 };
 
 /// One thing a store may or may not do, beside its slot rows. The builder requires each for the
@@ -30,6 +30,8 @@ pub enum Capability {
     Replicas,
     /// History retention ([`RetentionStore`]).
     Retention,
+    /// Schedules kept as data ([`ScheduleStore`]).
+    Schedules,
 }
 
 impl Capability {
@@ -43,6 +45,7 @@ impl Capability {
             Capability::Admin => "admin (AdminStore)",
             Capability::Replicas => "replicas (ReplicaStore)",
             Capability::Retention => "retention (RetentionStore)",
+            Capability::Schedules => "schedules (ScheduleStore)",
         }
     }
 }
@@ -95,6 +98,7 @@ pub struct Store {
     pub(crate) admin: Option<Arc<dyn AdminStore>>,
     pub(crate) replicas: Option<Arc<dyn ReplicaStore>>,
     pub(crate) retention: Option<Arc<dyn RetentionStore>>,
+    pub(crate) schedules: Option<Arc<dyn ScheduleStore>>,
     /// The whole backend, when the store is one: the admin API takes it.
     pub(crate) backend: Option<Arc<dyn Backend>>,
 }
@@ -114,7 +118,7 @@ impl fmt::Debug for Store {
 
 impl Capability {
     /// Every capability, in the order of the documentation.
-    pub const EVERY: [Capability; 7] = [
+    pub const EVERY: [Capability; 8] = [
         Capability::Locks,
         Capability::Queue,
         Capability::Checkpoints,
@@ -122,6 +126,7 @@ impl Capability {
         Capability::Admin,
         Capability::Replicas,
         Capability::Retention,
+        Capability::Schedules,
     ];
 }
 
@@ -138,6 +143,7 @@ impl Store {
             admin: None,
             replicas: None,
             retention: None,
+            schedules: None,
             backend: None,
         }
     }
@@ -154,6 +160,7 @@ impl Store {
             admin: Some(Arc::clone(&backend) as _),
             replicas: Some(Arc::clone(&backend) as _),
             retention: Some(Arc::clone(&backend) as _),
+            schedules: Some(Arc::clone(&backend) as _),
             backend: Some(backend),
         }
     }
@@ -200,6 +207,12 @@ impl Store {
         self
     }
 
+    /// The same store with schedules kept as data.
+    pub fn with_schedules(mut self, schedules: Arc<dyn ScheduleStore>) -> Self {
+        self.schedules = Some(schedules);
+        self
+    }
+
     /// The name for logs.
     pub fn name(&self) -> &'static str {
         self.name
@@ -215,6 +228,7 @@ impl Store {
             Capability::Admin => self.admin.is_some(),
             Capability::Replicas => self.replicas.is_some(),
             Capability::Retention => self.retention.is_some(),
+            Capability::Schedules => self.schedules.is_some(),
         }
     }
 

@@ -19,6 +19,7 @@ use crate::clock::{Clock, SharedClock, SystemClock};
 
 mod registry;
 mod retention;
+mod schedules;
 mod slots;
 
 /// The in-process backend. Clones share the same rows and locks, so several schedulers in one process
@@ -43,6 +44,8 @@ struct Inner {
     jobs: std::collections::BTreeMap<String, JobRecord>,
     audit: Vec<AuditRecord>,
     replicas: std::collections::BTreeMap<String, registry::Replica>,
+    /// Stored schedules' versions, in the order they were written.
+    schedules: Vec<super::ScheduleVersion>,
     unavailable: bool,
 }
 

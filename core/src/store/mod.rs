@@ -2,7 +2,7 @@
 //! minimal store), the queue of schedulers and workers ([`QueueStore`]), checkpoints
 //! ([`CheckpointStore`]), the store's clock ([`ClockStore`]), cluster-wide locks ([`LockStore`]),
 //! what operators read and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and
-//! history retention ([`RetentionStore`]). No method has a default: a store has a capability by
+//! history retention ([`RetentionStore`]) and schedules kept as data ([`ScheduleStore`]). No method has a default: a store has a capability by
 //! writing all of it, and [`Store`] says which it has, so that `build()` names a capability a role
 //! or setting needs and the store lacks. A [`Backend`] has them all.
 //!
@@ -29,6 +29,7 @@ mod queue;
 pub mod replicas;
 pub mod retention;
 pub mod rules;
+pub mod schedules;
 pub(crate) mod vocab;
 
 pub use admin::{
@@ -40,6 +41,9 @@ pub use deadline::LeaseDeadline;
 pub use queue::{CheckpointStore, ClockStore, QueueStore};
 pub use replicas::{ReplicaInfo, ReplicaRecord, ReplicaStore};
 pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionStore};
+pub use schedules::{
+    SCHEDULE_FENCE, ScheduleChanges, ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite,
+};
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
@@ -539,6 +543,7 @@ pub trait Backend:
     + AdminStore
     + ReplicaStore
     + RetentionStore
+    + ScheduleStore
 {
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;

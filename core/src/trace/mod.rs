@@ -24,7 +24,6 @@ pub(crate) use propagate::{link, traceparent};
 use chrono::{DateTime, Utc};
 
 use crate::context::RunInfo;
-use crate::guard::RunOutcome;
 use crate::store::{Claim, ClaimRequest, Trigger};
 
 /// How a run ended, as `workflow.task.run.result` says it.
@@ -42,17 +41,6 @@ pub(crate) enum RunResult {
 }
 
 impl RunResult {
-    /// The result of a body that ended with `outcome`.
-    pub(crate) fn of(outcome: &RunOutcome, panicked: bool, timed_out: bool) -> Self {
-        match outcome {
-            RunOutcome::Succeeded => RunResult::Success,
-            RunOutcome::Abandoned { .. } => RunResult::Cancellation,
-            RunOutcome::Failed { .. } if timed_out => RunResult::Timeout,
-            RunOutcome::Failed { .. } if panicked => RunResult::Error,
-            RunOutcome::Failed { .. } => RunResult::Failure,
-        }
-    }
-
     const fn as_str(self) -> &'static str {
         match self {
             RunResult::Success => "success",
@@ -119,9 +107,9 @@ pub(crate) fn skipped(span: &Span, reason: &str) {
     span.record("skip_reason", reason);
 }
 
-/// Records how a body ended.
-pub(crate) fn ended(span: &Span, outcome: &RunOutcome, result: RunResult) {
-    span.record("outcome", outcome.label());
+/// Records how a body ended: its outcome's label and its result.
+pub(crate) fn ended(span: &Span, outcome: &str, result: RunResult) {
+    span.record("outcome", outcome);
     span.record("workflow.task.run.result", result.as_str());
     if matches!(
         result,

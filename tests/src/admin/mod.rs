@@ -42,7 +42,9 @@ macro_rules! admin_contract {
             cancelling_takes_the_run_from_its_holder_or_the_queue,
             the_audit_trail_is_newest_first_per_job_and_capped,
             replicas_record_themselves_go_stale_and_leave,
-            finished_runs_past_their_retention_are_pruned);
+            finished_runs_past_their_retention_are_pruned,
+            schedule_versions_are_written_once_and_in_order,
+            operator_skips_hold_until_undone);
     };
     (@each #[$test:meta] $fresh:ident; $($check:ident),+) => {
         $(
@@ -63,6 +65,7 @@ mod replicas;
 mod retention;
 mod retry;
 mod runs;
+mod schedules;
 
 pub use audit::the_audit_trail_is_newest_first_per_job_and_capped;
 pub use cancel::cancelling_takes_the_run_from_its_holder_or_the_queue;
@@ -82,6 +85,10 @@ pub use retry::{
 pub use runs::{
     runs_are_counted_per_job_and_status, runs_are_listed_newest_first_by_every_filter,
     slot_times_and_watermarks, the_newest_run_of_each_job_is_read_at_once,
+};
+pub use schedules::{
+    operator_skips_hold_until_undone, schedule_spec,
+    schedule_versions_are_written_once_and_in_order,
 };
 
 /// The staleness threshold of the checks' runs: long enough that nothing goes stale by accident.

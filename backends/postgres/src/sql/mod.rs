@@ -30,6 +30,7 @@ pub(crate) mod locks;
 pub(crate) mod replicas;
 pub(crate) mod retention;
 pub(crate) mod runs;
+pub(crate) mod schedules;
 pub(crate) mod slots;
 pub(crate) mod trace;
 
@@ -82,6 +83,13 @@ pub(crate) struct Statements {
     pub(crate) forget_replicas: Arc<str>,
     pub(crate) prune_runs: Arc<str>,
     pub(crate) keep_traces: Arc<str>,
+    pub(crate) latest_schedule: Arc<str>,
+    pub(crate) insert_schedule: Arc<str>,
+    pub(crate) schedule_changes: Arc<str>,
+    pub(crate) schedules: Arc<str>,
+    pub(crate) schedule_history: Arc<str>,
+    pub(crate) skip_slot: Arc<str>,
+    pub(crate) unskip_slot: Arc<str>,
 }
 
 impl Statements {
@@ -130,6 +138,13 @@ impl Statements {
             forget_replicas: s(replicas::FORGET_REPLICAS),
             prune_runs: s(retention::PRUNE_RUNS),
             keep_traces: s(trace::KEEP_TRACES),
+            latest_schedule: s(schedules::LATEST_SCHEDULE),
+            insert_schedule: s(schedules::INSERT_SCHEDULE),
+            schedule_changes: s(schedules::SCHEDULE_CHANGES),
+            schedules: s(schedules::SCHEDULES),
+            schedule_history: s(schedules::SCHEDULE_HISTORY),
+            skip_slot: s(schedules::SKIP_SLOT),
+            unskip_slot: s(schedules::UNSKIP_SLOT),
         }
     }
 }

@@ -275,3 +275,102 @@ async fn a_per_second_jobs_old_runs_are_pruned_while_replicas_are_listed() {
     .expect("count");
     assert_eq!(orphans, 0);
 }
+
+/// The first half of the schedules' advisory-lock key (ASCII `schd`), as the backend takes it with
+/// `hashtext(schema)`.
+const SCHEDULE_LOCK_CLASS: i32 = 0x7363_6864;
+
+/// A read of the changes holds the schedules' lock shared until it commits: a write waits for it,
+/// and reads the clock after it, so it takes effect after the read's `fresh_at` plus the fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_write_waits_for_a_read_of_the_changes() {
+    use slotguard::store::{SCHEDULE_FENCE, ScheduleStore, ScheduleWrite};
+
+    let Fresh { backend, schema } = fresh().await;
+    let mut reader = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut reader)
+        .await
+        .expect("begin");
+    let fresh_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "SELECT clock_timestamp() FROM pg_advisory_xact_lock_shared($1, hashtext($2))",
+    )
+    .bind(SCHEDULE_LOCK_CLASS)
+    .bind(&schema.name)
+    .fetch_one(&mut reader)
+    .await
+    .expect("lock shared");
+    let writer = {
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            let spec = admin::schedule_spec("tenant_report", "0 2 * * *", "acme");
+            backend
+                .write_schedule("acme-daily", 0, Some(&spec), "ops", "onboarding")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!writer.is_finished(), "the write waits for the read");
+    sqlx::query("COMMIT")
+        .execute(&mut reader)
+        .await
+        .expect("commit");
+    let written = writer.await.expect("writer").expect("write");
+    let ScheduleWrite::Written(v1) = written else {
+        panic!("expected a write, found {written:?}");
+    };
+    assert!(v1.changed_at > fresh_at, "{v1:?} {fresh_at}");
+    let fence = chrono::Duration::from_std(SCHEDULE_FENCE).expect("small");
+    assert!(v1.effective_at > fresh_at + fence, "{v1:?} {fresh_at}");
+    reader.close().await.expect("close");
+    backend.close().await;
+}
+
+/// Eight operators create one schedule at once, each on a connection of its own: one version is
+/// written, the others are told it exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creations_of_one_schedule_write_one_version() {
+    use slotguard::store::{ScheduleStore, ScheduleWrite};
+
+    let schema = TestSchema::new();
+    let backend = schema
+        .builder()
+        .pool_size(OPERATORS as u32)
+        .connect()
+        .await
+        .expect("connect");
+    let barrier = Arc::new(Barrier::new(OPERATORS));
+    let mut set = JoinSet::new();
+    for operator in 0..OPERATORS {
+        let (backend, barrier) = (backend.clone(), Arc::clone(&barrier));
+        set.spawn(async move {
+            let spec = admin::schedule_spec("tenant_report", &format!("{operator} 2 * * *"), "");
+            barrier.wait().await;
+            let by = format!("operator-{operator}");
+            backend
+                .write_schedule("race", 0, Some(&spec), &by, "race")
+                .await
+        });
+    }
+    let mut written = 0;
+    while let Some(answer) = set.join_next().await {
+        match answer.expect("operator panicked").expect("write") {
+            ScheduleWrite::Written(v) => {
+                assert_eq!(v.version, 1);
+                written += 1;
+            }
+            ScheduleWrite::Stale { current } => assert_eq!(current, 1),
+        }
+    }
+    assert_eq!(written, 1);
+    let history = backend.schedule_history("race").await.expect("history");
+    assert_eq!(history.len(), 1);
+    let audit = backend
+        .audit_log(Some("tenant_report"), 100)
+        .await
+        .expect("audit");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    backend.close().await;
+}

@@ -524,8 +524,9 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
     .await
     .expect("tables");
     assert_eq!(
-        tables, 7,
-        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, replicas, migrations"
+        tables, 8,
+        "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, replicas, job_schedules, \
+         migrations"
     );
     backend.close().await;
 }

@@ -31,10 +31,11 @@ impl Connect for TestSchema {
 }
 
 /// The tables the migrations create, by name.
-pub(crate) const TABLES: [&str; 7] = [
+pub(crate) const TABLES: [&str; 8] = [
     "job_run_attempts",
     "job_run_audit",
     "job_runs",
+    "job_schedules",
     "jobs",
     "lock_keys",
     "migrations",
@@ -44,7 +45,8 @@ pub(crate) const TABLES: [&str; 7] = [
 /// The tables in `schema`, by name.
 pub(crate) async fn tables(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
     sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 \
+         ORDER BY table_name::text COLLATE \"C\"",
     )
     .bind(schema)
     .fetch_all(pool)

@@ -41,7 +41,7 @@ impl Shared {
     }
 
     /// Writes one audit record in the change's transaction.
-    async fn audit(
+    pub(crate) async fn audit(
         &self,
         w: &mut WriteTx<'_>,
         job: &str,

@@ -112,6 +112,7 @@ pub(crate) fn help_lists_every_exit_code() {
         "4 refused",
         "5 ",
         "6 ",
+        "7 ",
     ] {
         assert!(text.contains(code), "`{code}` missing: {text}");
     }

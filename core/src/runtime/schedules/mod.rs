@@ -1,0 +1,139 @@
+//! Stored schedules in the runtime: every replica (and scheduler) reads the changes each
+//! [`POLL`], keeps each schedule's versions ([`book`]), and fires its slots like the timer does
+//! the code schedules': through a tick, the chain and the slot row, so that a slot is claimed once
+//! whichever replica, schedule or version named it. A slot is fired only once this replica knows
+//! every version in force at its instant; after a pause (a frozen process, a store outage) it reads
+//! the changes first.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::entry::Candidate;
+use crate::store::ScheduleStore;
+
+use super::Runtime;
+
+mod book;
+
+use book::Book;
+
+/// How often the changes are read.
+pub(crate) const POLL: Duration = Duration::from_millis(250);
+
+/// The most changes one read returns.
+const PAGE: usize = 1_000;
+
+/// The slots of stored schedules due next: instant and schedule id (an entry whose schedule was
+/// replanned since is passed over).
+type Heap = BinaryHeap<Reverse<(DateTime<Utc>, String)>>;
+
+/// Follows the stored schedules and fires their slots until shutdown.
+pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
+    let mut book = Book::default();
+    let mut heap = Heap::new();
+    // Half the fence at most: a slot claimed ahead must be one whose versions a recent read knows.
+    let lead = rt.claim_ahead.min(crate::store::SCHEDULE_FENCE / 2);
+    let lead = chrono::Duration::from_std(lead).unwrap_or_default();
+    let mut next_read = rt.clock.now();
+    let mut failures = 0u32;
+    loop {
+        if rt.clock.now() >= next_read {
+            let read = read(&rt, &*store, &mut book, &mut heap).await;
+            failures = if read { 0 } else { failures.saturating_add(1) };
+            next_read =
+                rt.clock.now() + chrono::Duration::from_std(backoff(failures)).unwrap_or_default();
+        }
+        let due = heap.peek().map(|Reverse((at, _))| *at - lead);
+        let wake = due.map_or(next_read, |d| d.min(next_read));
+        let wait = (wake - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
+        if !wait.is_zero() {
+            tokio::select! {
+                () = rt.stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
+        if rt.stop.is_cancelled() {
+            return;
+        }
+        let (batch, unknown) = take_due(&rt, &mut book, &mut heap, lead);
+        if unknown {
+            next_read = rt.clock.now();
+        }
+        super::timer::spawn_ticks(&rt, batch);
+    }
+}
+
+/// How long after a read the next one starts: [`POLL`], longer after failed reads (up to 5 s).
+fn backoff(failures: u32) -> Duration {
+    POLL.saturating_mul(1 << failures.min(4))
+        .min(Duration::from_secs(5))
+}
+
+/// Reads the changes since the last read, page by page, and replans the schedules they touch.
+async fn read(rt: &Runtime, store: &dyn ScheduleStore, book: &mut Book, heap: &mut Heap) -> bool {
+    loop {
+        let changes = match store.schedule_changes(book.seq, PAGE).await {
+            Ok(changes) => changes,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the stored schedules; their slots wait");
+                return false;
+            }
+        };
+        let more = changes.versions.len() >= PAGE;
+        let from = rt.clock.now() - rt.settle();
+        for id in book.apply(changes, &rt.jobs) {
+            if let Some(followed) = book.followed.get_mut(&id) {
+                followed.replan(from);
+                if let Some((slot, _)) = followed.next {
+                    heap.push(Reverse((slot.scheduled_at, id)));
+                }
+            }
+        }
+        if !more {
+            return true;
+        }
+    }
+}
+
+/// Pops every slot due by now (plus the lead) that this replica knows the versions of, one per
+/// schedule, and plans each schedule's next. Returns the candidates, and whether a due slot waits
+/// for a read (its instant is past what is known here).
+fn take_due(
+    rt: &Runtime,
+    book: &mut Book,
+    heap: &mut Heap,
+    lead: chrono::Duration,
+) -> (Vec<Candidate>, bool) {
+    let now = rt.clock.now();
+    let mut batch = Vec::new();
+    while let Some(Reverse((at, id))) = heap.peek().cloned() {
+        if at > now + lead {
+            break;
+        }
+        if !book.knows(at) {
+            return (batch, true);
+        }
+        heap.pop();
+        let Some(followed) = book.followed.get_mut(&id) else {
+            continue;
+        };
+        let Some((slot, version)) = followed.next.filter(|(s, _)| s.scheduled_at == at) else {
+            continue;
+        };
+        followed.fired = Some(at);
+        followed.timeline.forget_before(at);
+        followed.replan(now - rt.settle());
+        if let Some((next, _)) = followed.next {
+            heap.push(Reverse((next.scheduled_at, id.clone())));
+        }
+        if let Some((entry, partition)) = followed.entry(version) {
+            batch.push(Candidate::slot(&entry, slot, partition));
+        }
+    }
+    (batch, false)
+}

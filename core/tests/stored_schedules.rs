@@ -1,0 +1,249 @@
+//! Schedules kept in the store, in paused tokio time on the memory backend: a schedule written at
+//! run time runs on its partition once per slot across replicas, each change takes effect at its
+//! fence, and every slot that ran is one the version in force at its instant produces, also while
+//! edits race the ticks of eight replicas.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use slotguard::store::{ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite};
+use slotguard::timeline::Timeline;
+use slotguard::{
+    GuardLevel, Job, JobContext, MemoryBackend, Scheduler, SchedulerHandle, TokioClock,
+};
+
+/// One body's start: partition, slot, replica.
+type Start = (String, DateTime<Utc>, String);
+
+/// The slots each replica ran.
+#[derive(Clone, Default)]
+struct Ran(Arc<Mutex<Vec<Start>>>);
+
+impl Ran {
+    fn job(&self, replica: &str) -> Job {
+        let (ran, replica) = (self.clone(), replica.to_owned());
+        Job::new("tenant_report", "0 0 1 1 *", move |ctx: JobContext| {
+            let (ran, replica) = (ran.clone(), replica.clone());
+            async move {
+                let partition = ctx.partition().unwrap_or_default().to_owned();
+                ran.0
+                    .lock()
+                    .unwrap()
+                    .push((partition, ctx.scheduled_at(), replica));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+        .guard(GuardLevel::Slot)
+    }
+
+    /// The slots of `partition` that ran, in order; panics on a slot that ran twice.
+    fn slots(&self, partition: &str) -> Vec<DateTime<Utc>> {
+        let all = self.0.lock().unwrap().clone();
+        let mut counts: HashMap<DateTime<Utc>, Vec<String>> = HashMap::new();
+        for (_, slot, replica) in all.into_iter().filter(|(p, ..)| p == partition) {
+            counts.entry(slot).or_default().push(replica);
+        }
+        for (slot, replicas) in &counts {
+            assert_eq!(
+                replicas.len(),
+                1,
+                "slot {slot} of {partition} ran on {replicas:?}"
+            );
+        }
+        let mut slots: Vec<_> = counts.into_keys().collect();
+        slots.sort();
+        slots
+    }
+}
+
+async fn replica(store: &MemoryBackend, clock: TokioClock, id: &str, ran: &Ran) -> SchedulerHandle {
+    Scheduler::builder()
+        .backend(store.clone())
+        .clock(clock)
+        .instance_id(id)
+        .stale_after(Duration::from_secs(3))
+        .recovery_interval(Duration::from_secs(1))
+        .job(ran.job(id))
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap()
+}
+
+fn spec(cron: &str, partition: &str) -> ScheduleSpec {
+    ScheduleSpec {
+        job: "tenant_report".to_owned(),
+        cron: cron.to_owned(),
+        zone: "Asia/Seoul".to_owned(),
+        dst: "vixie".to_owned(),
+        partition: partition.to_owned(),
+        start_at: None,
+        end_at: None,
+        remaining_runs: None,
+        paused: false,
+        note: None,
+    }
+}
+
+async fn write(
+    store: &MemoryBackend,
+    id: &str,
+    expected: i64,
+    spec: Option<ScheduleSpec>,
+) -> ScheduleVersion {
+    match store
+        .write_schedule(id, expected, spec.as_ref(), "test", "because")
+        .await
+        .unwrap()
+    {
+        ScheduleWrite::Written(v) => v,
+        ScheduleWrite::Stale { current } => panic!("stale: {current}"),
+    }
+}
+
+fn start_clock() -> TokioClock {
+    TokioClock::starting_at("2026-06-01T00:00:00.300Z".parse().unwrap())
+}
+
+/// What the versions of `id` produce between `from` and `to` (both excluded).
+async fn expected(
+    store: &MemoryBackend,
+    id: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<DateTime<Utc>> {
+    let history = store.schedule_history(id).await.unwrap();
+    Timeline::new(&history, None)
+        .upcoming(from, 10_000)
+        .into_iter()
+        .map(|s| s.scheduled_at)
+        .filter(|at| *at < to)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stored_schedule_runs_once_per_slot_and_each_change_takes_effect_at_its_fence() {
+    let clock = start_clock();
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ran = Ran::default();
+    let mut replicas = Vec::new();
+    for id in ["a", "b", "c"] {
+        replicas.push(replica(&store, clock, id, &ran).await);
+    }
+    let t0 = clock.now_utc();
+    let v1 = write(
+        &store,
+        "acme-every-second",
+        0,
+        Some(spec("* * * * * *", "acme")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let v2 = write(
+        &store,
+        "acme-every-second",
+        1,
+        Some(spec("*/2 * * * * *", "acme")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut paused = spec("*/2 * * * * *", "acme");
+    paused.paused = true;
+    let v3 = write(&store, "acme-every-second", 2, Some(paused)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let end = clock.now_utc();
+    for handle in replicas {
+        handle.shutdown().await;
+    }
+
+    let slots = ran.slots("acme");
+    eprintln!(
+        "{} slots: {:?}",
+        slots.len(),
+        slots
+            .iter()
+            .map(|s| s.timestamp() % 100)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        slots,
+        expected(
+            &store,
+            "acme-every-second",
+            t0,
+            end - chrono::Duration::seconds(1)
+        )
+        .await,
+        "v1 {v1:?} v2 {v2:?} v3 {v3:?}"
+    );
+    // What the versions say, spelled out: every second from v1's fence, even seconds only from
+    // v2's, nothing from v3's; and nothing ran on the job's own (yearly) schedule.
+    assert!(slots.first().is_some_and(
+        |s| *s >= v1.effective_at && *s < v1.effective_at + chrono::Duration::seconds(1)
+    ));
+    assert!(
+        slots.iter().filter(|s| **s < v2.effective_at).count() >= 3,
+        "{slots:?}"
+    );
+    assert!(
+        slots
+            .iter()
+            .filter(|s| **s >= v2.effective_at)
+            .all(|s| s.timestamp() % 2 == 0),
+        "{slots:?}"
+    );
+    assert!(slots.iter().all(|s| *s < v3.effective_at), "{slots:?}");
+    assert!(ran.slots("").is_empty());
+}
+
+/// Eight replicas tick while an operator changes two schedules every 700 ms (expression, pause):
+/// each slot runs once, and exactly the slots the versions in force at their instants produce.
+#[tokio::test(start_paused = true)]
+async fn edits_racing_the_ticks_of_eight_replicas_run_each_slot_once_under_its_version() {
+    let clock = start_clock();
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ran = Ran::default();
+    let mut replicas = Vec::new();
+    for i in 0..8 {
+        replicas.push(replica(&store, clock, &format!("r{i}"), &ran).await);
+    }
+    let t0 = clock.now_utc();
+    write(&store, "flip", 0, Some(spec("* * * * * *", "flip"))).await;
+    write(&store, "pause", 0, Some(spec("* * * * * *", "pause"))).await;
+    for round in 1..=15_i64 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let cron = if round % 2 == 1 {
+            "*/3 * * * * *"
+        } else {
+            "* * * * * *"
+        };
+        write(&store, "flip", round, Some(spec(cron, "flip"))).await;
+        let mut paused = spec("* * * * * *", "pause");
+        paused.paused = round % 2 == 1;
+        write(&store, "pause", round, Some(paused)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let end = clock.now_utc() - chrono::Duration::seconds(1);
+    for handle in replicas {
+        handle.shutdown().await;
+    }
+    for id in ["flip", "pause"] {
+        let slots = ran.slots(id);
+        assert_eq!(slots, expected(&store, id, t0, end).await, "{id}");
+        assert!(slots.len() >= 4, "{id}: {slots:?}");
+    }
+}
+
+/// A clock the test reads.
+trait Now {
+    fn now_utc(&self) -> DateTime<Utc>;
+}
+
+impl Now for TokioClock {
+    fn now_utc(&self) -> DateTime<Utc> {
+        slotguard::Clock::now(self)
+    }
+}
