@@ -38,6 +38,8 @@ pub struct ScheduleFields {
     pub paused: Option<bool>,
     /// Why it is paused.
     pub note: Option<Option<String>>,
+    /// Pause it when a run of it fails for good (retries spent, or a permanent error).
+    pub pause_on_failure: Option<bool>,
 }
 
 /// A stored schedule: its latest version and its next slots.
@@ -337,6 +339,7 @@ fn new_spec(fields: ScheduleFields) -> Result<ScheduleSpec, AdminError> {
         remaining_runs: None,
         paused: false,
         note: None,
+        pause_on_failure: false,
     };
     merge(base, fields)
 }
@@ -363,6 +366,7 @@ fn merge(mut spec: ScheduleSpec, fields: ScheduleFields) -> Result<ScheduleSpec,
     spec.remaining_runs = fields.remaining_runs.unwrap_or(spec.remaining_runs);
     spec.paused = fields.paused.unwrap_or(spec.paused);
     spec.note = fields.note.unwrap_or(spec.note);
+    spec.pause_on_failure = fields.pause_on_failure.unwrap_or(spec.pause_on_failure);
     Ok(spec)
 }
 

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use slotguard::store::{ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite};
 use slotguard::timeline::Timeline;
 use slotguard::{
-    GuardLevel, Job, JobContext, MemoryBackend, Scheduler, SchedulerHandle, TokioClock,
+    GuardLevel, Job, JobContext, MemoryBackend, Role, Scheduler, SchedulerHandle, TokioClock,
 };
 
 /// One body's start: partition, slot, replica.
@@ -28,11 +28,16 @@ impl Ran {
             let (ran, replica) = (ran.clone(), replica.clone());
             async move {
                 let partition = ctx.partition().unwrap_or_default().to_owned();
+                let fails = partition == "fragile";
                 ran.0
                     .lock()
                     .unwrap()
                     .push((partition, ctx.scheduled_at(), replica));
                 tokio::time::sleep(Duration::from_millis(300)).await;
+                if fails {
+                    return Err(slotguard::JobError::permanent("the tenant's bank said no"));
+                }
+                Ok(())
             }
         })
         .guard(GuardLevel::Slot)
@@ -59,10 +64,21 @@ impl Ran {
 }
 
 async fn replica(store: &MemoryBackend, clock: TokioClock, id: &str, ran: &Ran) -> SchedulerHandle {
+    process(store, clock, id, ran, Role::All).await
+}
+
+async fn process(
+    store: &MemoryBackend,
+    clock: TokioClock,
+    id: &str,
+    ran: &Ran,
+    role: Role,
+) -> SchedulerHandle {
     Scheduler::builder()
         .backend(store.clone())
         .clock(clock)
         .instance_id(id)
+        .role(role)
         .stale_after(Duration::from_secs(3))
         .recovery_interval(Duration::from_secs(1))
         .job(ran.job(id))
@@ -85,6 +101,7 @@ fn spec(cron: &str, partition: &str) -> ScheduleSpec {
         remaining_runs: None,
         paused: false,
         note: None,
+        pause_on_failure: false,
     }
 }
 
@@ -235,6 +252,70 @@ async fn edits_racing_the_ticks_of_eight_replicas_run_each_slot_once_under_its_v
         assert_eq!(slots, expected(&store, id, t0, end).await, "{id}");
         assert!(slots.len() >= 4, "{id}: {slots:?}");
     }
+}
+
+/// Two schedulers enqueue a stored schedule's slots and two workers run them: each slot once, as
+/// the versions say, through a change.
+#[tokio::test(start_paused = true)]
+async fn schedulers_enqueue_a_stored_schedules_slots_and_workers_run_each_once() {
+    let clock = start_clock();
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ran = Ran::default();
+    let mut processes = Vec::new();
+    for (id, role) in [
+        ("s1", Role::Scheduler),
+        ("s2", Role::Scheduler),
+        ("w1", Role::Worker),
+        ("w2", Role::Worker),
+    ] {
+        processes.push(process(&store, clock, id, &ran, role).await);
+    }
+    let t0 = clock.now_utc();
+    write(&store, "queued", 0, Some(spec("* * * * * *", "queued"))).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    write(&store, "queued", 1, Some(spec("*/2 * * * * *", "queued"))).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let end = clock.now_utc() - chrono::Duration::seconds(1);
+    for handle in processes {
+        handle.shutdown().await;
+    }
+    let slots = ran.slots("queued");
+    assert_eq!(slots, expected(&store, "queued", t0, end).await);
+    assert!(slots.len() >= 6, "{slots:?}");
+    let runners: Vec<String> = ran.0.lock().unwrap().iter().map(|r| r.2.clone()).collect();
+    assert!(runners.iter().all(|r| r.starts_with('w')), "{runners:?}");
+}
+
+/// A schedule that pauses on failure is paused by the system after its first run that fails for
+/// good, with a note naming the slot and the error; its other slots do not run, and a schedule of
+/// another partition goes on.
+#[tokio::test(start_paused = true)]
+async fn a_failure_pauses_the_schedules_that_ask_for_it() {
+    let clock = start_clock();
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ran = Ran::default();
+    let handle = replica(&store, clock, "a", &ran).await;
+    let mut fragile = spec("* * * * * *", "fragile");
+    fragile.pause_on_failure = true;
+    write(&store, "fragile", 0, Some(fragile)).await;
+    write(&store, "sturdy", 0, Some(spec("* * * * * *", "sturdy"))).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    handle.shutdown().await;
+
+    let history = store.schedule_history("fragile").await.unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let paused = history[1].spec.as_ref().unwrap();
+    assert!(paused.paused, "{history:?}");
+    let note = paused.note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("failed for good: the tenant's bank said no"),
+        "{note}"
+    );
+    assert_eq!(history[1].changed_by, "slotguard");
+    let fragile = ran.slots("fragile");
+    // The failed slot, and at most the one claimed before the pause took effect.
+    assert!((1..=2).contains(&fragile.len()), "{fragile:?}");
+    assert!(ran.slots("sturdy").len() >= 4);
 }
 
 /// A clock the test reads.

@@ -66,7 +66,7 @@
 //! | `POST` | `/jobs/{job}/skip` | `{"scheduleSlot", "partition"?, "reason", "actor"?}` | run (`skipped`); `409 refused` if the slot has a row |
 //! | `POST` | `/jobs/{job}/unskip` | `{"scheduleSlot", "partition"?, "reason", "actor"?}` | `{"unskipped": true}`; `404 unknown_run` once a replica claimed it |
 //! | `GET` | `/schedules` | `?job=&after=&limit=` | `{"schedules": [schedule], "next": id or null}` |
-//! | `POST` | `/schedules` | `{"id", "job", "cron", "tz", "dst"?, "partition"?, "startAt"?, "endAt"?, "remainingRuns"?, "paused"?, "note"?, "reason", "actor"?}` | `201` schedule; `409 exists` |
+//! | `POST` | `/schedules` | `{"id", "job", "cron", "tz", "dst"?, "partition"?, "startAt"?, "endAt"?, "remainingRuns"?, "paused"?, "note"?, "pauseOnFailure"?, "reason", "actor"?}` | `201` schedule; `409 exists` |
 //! | `POST` | `/schedules/preview` | the fields of `POST /schedules` without `id` and `reason`, `"count"`? (1 to 1,000, default 5) | `{"next": [slot]}`; nothing is stored |
 //! | `GET` | `/schedules/{id}` | | schedule |
 //! | `PATCH` | `/schedules/{id}` | `{"version", …fields to change (`null` clears), "reason", "actor"?}` | schedule; `409 stale_version` |
@@ -81,7 +81,7 @@
 //! never capped. Runs are listed newest slot first; the audit trail newest first.
 //!
 //! A schedule is answered as `{"id", "version", "source": "api", "job", "cron", "tz", "dst",
-//! "partition", "startAt", "endAt", "remainingRuns", "paused", "note", "removed", "effectiveAt",
+//! "partition", "startAt", "endAt", "remainingRuns", "paused", "note", "pauseOnFailure", "removed", "effectiveAt",
 //! "changedBy", "changedAt", "reason", "next"}`: `next` holds its next 5 slots under the versions in
 //! force at each, `effectiveAt` when the version takes effect (half a second after it was stored; see
 //! docs/schedules.md). A change without `remainingRuns` keeps counting down the runs left.

@@ -62,6 +62,7 @@ pub(super) struct FieldsBody {
     paused: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     note: Option<Option<String>>,
+    pause_on_failure: Option<bool>,
 }
 
 impl FieldsBody {
@@ -81,6 +82,7 @@ impl FieldsBody {
             remaining_runs: self.remaining_runs,
             paused: self.paused,
             note: self.note,
+            pause_on_failure: self.pause_on_failure,
         })
     }
 }
@@ -167,6 +169,7 @@ pub(super) struct ScheduleDto {
     remaining_runs: Option<u32>,
     paused: bool,
     note: Option<String>,
+    pause_on_failure: bool,
     removed: bool,
     effective_at: DateTime<Utc>,
     changed_by: String,
@@ -192,6 +195,7 @@ impl ScheduleDto {
             remaining_runs: spec.and_then(|s| s.remaining_runs),
             paused: spec.is_some_and(|s| s.paused),
             note: spec.and_then(|s| s.note.clone()),
+            pause_on_failure: spec.is_some_and(|s| s.pause_on_failure),
             removed: spec.is_none(),
             effective_at: version.effective_at,
             changed_by: version.changed_by.clone(),

@@ -24,6 +24,8 @@ CREATE TABLE {schema}.job_schedules (
     remaining_runs bigint CHECK (remaining_runs >= 0),
     paused         boolean,
     note           text,
+    -- Whether a run that fails for good pauses the schedule (with a note the system writes).
+    pause_on_failure boolean,
     -- When the version takes effect, who wrote it, when (the database clock) and why.
     effective_at   timestamptz NOT NULL,
     changed_by     text        NOT NULL,
@@ -35,8 +37,10 @@ CREATE TABLE {schema}.job_schedules (
         THEN job_name IS NULL AND cron IS NULL AND zone IS NULL AND dst IS NULL
              AND partition_key IS NULL AND start_at IS NULL AND end_at IS NULL
              AND remaining_runs IS NULL AND paused IS NULL AND note IS NULL
+             AND pause_on_failure IS NULL
         ELSE job_name IS NOT NULL AND cron IS NOT NULL AND zone IS NOT NULL
              AND dst IS NOT NULL AND partition_key IS NOT NULL AND paused IS NOT NULL
+             AND pause_on_failure IS NOT NULL
         END)
 );
 

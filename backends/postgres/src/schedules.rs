@@ -71,6 +71,7 @@ fn version(row: &PgRow) -> Result<ScheduleVersion, PgError> {
                 .transpose()?,
             paused: row.try_get("paused")?,
             note: row.try_get("note")?,
+            pause_on_failure: row.try_get("pause_on_failure")?,
         })
     };
     Ok(ScheduleVersion {
@@ -158,6 +159,7 @@ impl PgBackend {
                 .bind(job)
                 .bind(action)
                 .bind(reason)
+                .bind(spec.map(|s| s.pause_on_failure))
                 .fetch_one(&mut **tx)
                 .await?,
         )

@@ -25,7 +25,8 @@ use crate::{Shared, SqliteBackend, WriteTx};
 macro_rules! columns {
     () => {
         "seq, schedule_id, version, removed, job_name, cron, zone, dst, partition_key, start_at, \
-         end_at, remaining_runs, paused, note, effective_at, changed_by, changed_at, reason"
+         end_at, remaining_runs, paused, note, effective_at, changed_by, changed_at, reason, \
+         pause_on_failure"
     };
 }
 
@@ -45,8 +46,8 @@ LIMIT 1";
 const INSERT_VERSION: &str = "
 INSERT INTO slotguard_job_schedules (
     schedule_id, version, removed, job_name, cron, zone, dst, partition_key, start_at, end_at,
-    remaining_runs, paused, note, effective_at, changed_by, changed_at, reason)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+    remaining_runs, paused, note, effective_at, changed_by, changed_at, reason, pause_on_failure)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
 RETURNING seq";
 
 /// The versions written after `?1`, in the order they were written, at most `?2`.
@@ -130,6 +131,7 @@ impl Shared {
         } else {
             let remaining: Option<i64> = d.get(row, "remaining_runs")?;
             let paused: i64 = d.get(row, "paused")?;
+            let pause_on_failure: i64 = d.get(row, "pause_on_failure")?;
             Some(ScheduleSpec {
                 job: d.get(row, "job_name")?,
                 cron: d.get(row, "cron")?,
@@ -151,6 +153,7 @@ impl Shared {
                     .transpose()?,
                 paused: paused != 0,
                 note: d.get(row, "note")?,
+                pause_on_failure: pause_on_failure != 0,
             })
         };
         Ok(ScheduleVersion {
@@ -217,6 +220,7 @@ impl Shared {
             .bind(&version.changed_by)
             .bind(version.changed_at.timestamp_millis())
             .bind(&version.reason)
+            .bind(spec.map(|s| i64::from(s.pause_on_failure)))
             .fetch_one(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))

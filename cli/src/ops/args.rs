@@ -231,8 +231,10 @@ pub(crate) enum Op {
         #[arg(long)]
         json: bool,
     },
-    /// Stored schedules: add, list, show, change (`set`), remove and preview the schedules kept in
-    /// the store, which run a registered job's handler on slots of their own.
+    /// Add, list, show, change (`set`), remove or preview the schedules kept in the store.
+    ///
+    /// A stored schedule runs a registered `slot`-level job's handler on slots of its own; it is
+    /// changed at run time, with the version it was read at (a stale one is exit 7).
     #[command(subcommand)]
     Schedule(ScheduleOp),
     /// Skip one upcoming slot of a job: it is recorded `skipped` with the reason, so no replica

@@ -5,7 +5,7 @@ use slotguard::store::RunStatus;
 use slotguard_admin::{Admin, AdminError, MAX_REASON_BYTES, parse, parse_page};
 
 use super::args::{Op, Why};
-use super::failure::{Failure, argument};
+use super::failure::{Failure, SCHEDULE_ARGS, SKIP_ARGS, argument, fields};
 use super::plan::{Plan, at as instant, range};
 use super::show;
 use crate::exit;
@@ -31,6 +31,29 @@ fn a_parser_refusal_names_the_argument() {
     });
     assert_eq!(failure.code, exit::USAGE);
     assert_eq!(failure.message, "SLOT: `x` is not an instant");
+}
+
+/// A refusal of a schedule's field names the argument as the CLI writes it.
+#[test]
+fn a_schedule_field_is_named_as_its_argument() {
+    let refused = |field| AdminError::Invalid {
+        field,
+        problem: "bad".into(),
+    };
+    let named = fields(SCHEDULE_ARGS);
+    assert_eq!(named(refused("cron")).message, "--cron: bad");
+    assert_eq!(named(refused("startAt")).message, "--start-at: bad");
+    assert_eq!(named(refused("id")).message, "ID: bad");
+    assert_eq!(named(refused("reason")).message, "invalid reason: bad");
+    assert_eq!(named(refused("cron")).code, exit::USAGE);
+    let named = fields(SKIP_ARGS);
+    assert_eq!(named(refused("scheduleSlot")).message, "SLOT: bad");
+    let stale = named(AdminError::StaleVersion {
+        id: "a".into(),
+        asked: 1,
+        current: 2,
+    });
+    assert_eq!(stale.code, super::STALE_VERSION);
 }
 
 fn why(reason: &str) -> Why {
@@ -174,6 +197,22 @@ mod no_panic {
         ]
     }
 
+    /// A cron expression: a good one, or anything.
+    fn cron() -> impl Strategy<Value = String> {
+        prop_oneof![
+            2 => prop::sample::select(vec!["0 * * * *", "@daily", "30 2 * * *", "61 * * * *", "* * * * * * *"]).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ]
+    }
+
+    /// A zone: a real one, a misspelt one, or anything.
+    fn zone() -> impl Strategy<Value = String> {
+        prop_oneof![
+            2 => prop::sample::select(vec!["UTC", "Asia/Seoul", "America/New_York", "Asia/Seol"]).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ]
+    }
+
     /// The arguments of any operation.
     fn args() -> impl Strategy<Value = Vec<String>> {
         let s = |v: &str| v.to_owned();
@@ -222,6 +261,20 @@ mod no_panic {
                 let mut a = vec![s("audit"), s("--limit"), n];
                 a.extend(j);
                 a
+            }),
+            2 => (prop::sample::select(vec!["add", "preview"]), job(), cron(), zone(), number()).prop_map(move |(op, j, c, z, n)| {
+                let mut a = vec![s("schedule"), s(op)];
+                if op == "add" {
+                    a.extend([s("acme"), s("--reason"), s("proptest")]);
+                }
+                a.extend([s("--job"), j, s("--cron"), c, s("--tz"), z, s("--remaining-runs"), n]);
+                a
+            }),
+            1 => (any::<String>(), number(), cron(), instant()).prop_map(move |(id, v, c, t)| {
+                vec![s("schedule"), s("set"), id, s("--version"), v, s("--cron"), c, s("--end-at"), t, s("--reason"), s("proptest")]
+            }),
+            1 => (prop::sample::select(vec!["skip", "unskip"]), job(), instant(), any::<String>()).prop_map(move |(op, j, slot, p)| {
+                vec![s(op), j, slot, s("--partition"), p, s("--reason"), s("proptest")]
             }),
         ]
     }

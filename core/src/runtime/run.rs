@@ -46,8 +46,12 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     let job = Arc::clone(&admitted.job);
     let attempt = info.attempt.unwrap_or(1);
     rt.running.fetch_add(1, Ordering::AcqRel);
-    let (outcome, accepted) = run(&rt, admitted, info).instrument(span).await;
+    let run = admitted.run.clone();
+    let (outcome, accepted) = run_body(&rt, admitted, info).instrument(span).await;
     rt.running.fetch_sub(1, Ordering::AcqRel);
+    if accepted {
+        pause_after_failure(&rt, &job, &run, attempt, &outcome);
+    }
     if job.layers.slot && job.backlog.load(Ordering::Acquire) {
         // More of the job's work waits in the store: the recovery loop looks again now.
         job.look_again.store(true, Ordering::Release);
@@ -58,6 +62,32 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
         attempt,
         accepted,
     }
+}
+
+/// After a scheduled run that failed for good (no retry follows), pauses the stored schedules of its
+/// job and partition that ask for it, in the background.
+fn pause_after_failure(
+    rt: &Arc<Runtime>,
+    job: &JobEntry,
+    run: &crate::entry::RunSlot,
+    attempt: u32,
+    outcome: &RunOutcome,
+) {
+    let RunOutcome::Failed { class, message } = outcome else {
+        return;
+    };
+    let retried = matches!(
+        job.retry.after_failure(*class, attempt),
+        crate::policy::AfterFailure::Retry(_)
+    );
+    let store = rt.slots.as_ref().and_then(|s| s.store.schedules.clone());
+    let (Some(store), false, Trigger::Schedule) = (store, retried, run.trigger) else {
+        return;
+    };
+    let key = (Arc::clone(&job.name), Arc::clone(&run.partition));
+    let failure =
+        super::schedules::failure::pause(store, key, run.slot.scheduled_at, message.clone());
+    rt.tracker.spawn(failure);
 }
 
 /// The checkpoint the slot layer's permit keeps for this run, if any, read into `ctx`; a read that
@@ -76,7 +106,7 @@ async fn load_checkpoint(ctx: &mut JobContext, permits: &[Box<dyn crate::guard::
 }
 
 /// The body's run: its outcome, and whether the store took it.
-async fn run(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
+async fn run_body(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcome, bool) {
     let Admitted {
         job,
         run,

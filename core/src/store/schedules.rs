@@ -45,6 +45,9 @@ pub struct ScheduleSpec {
     pub paused: bool,
     /// Why it is paused (an operator's note, or the system's after a failure).
     pub note: Option<String>,
+    /// Whether a run of one of its slots that fails for good (its retries spent, or a permanent
+    /// error) pauses the schedule, with a note naming the slot and the error.
+    pub pause_on_failure: bool,
 }
 
 /// One version of a stored schedule.

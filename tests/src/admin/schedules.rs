@@ -24,6 +24,7 @@ pub fn schedule_spec(job: &str, cron: &str, partition: &str) -> ScheduleSpec {
         remaining_runs: Some(3),
         paused: false,
         note: None,
+        pause_on_failure: false,
     }
 }
 
@@ -61,6 +62,9 @@ pub async fn schedule_versions_are_written_once_and_in_order(backend: &dyn Backe
     spec.cron = "0 3 * * *".to_owned();
     spec.paused = true;
     spec.note = Some("month-end freeze".to_owned());
+    spec.pause_on_failure = true;
+    spec.start_at = Some(before);
+    spec.end_at = Some(before + chrono::Duration::days(30));
     let v2 = written(
         backend
             .write_schedule("acme-daily", 1, Some(&spec), "kim", "03:00 from now on")

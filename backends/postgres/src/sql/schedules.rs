@@ -25,7 +25,8 @@ pub(crate) const SCHEDULE_LOCK_SHARED: &str =
 macro_rules! columns {
     () => {
         "seq, schedule_id, version, removed, job_name, cron, zone, dst, partition_key, start_at, \
-         end_at, remaining_runs, paused, note, effective_at, changed_by, changed_at, reason"
+         end_at, remaining_runs, paused, note, effective_at, changed_by, changed_at, reason, \
+         pause_on_failure"
     };
 }
 
@@ -49,14 +50,15 @@ LEFT JOIN LATERAL (
 
 /// Appends version `$2` of schedule `$1` (`$3` removed; the spec `$4` job to `$13` note; `$14`
 /// effective at, `$15` changed by, `$16` changed at, `$17` reason) with its audit record (`$4`
-/// job, or `$18` when removed; `$19` action, `$20` reason, at `$16`); answers its `seq`, drawn
+/// job, or `$18` when removed; `$19` action, `$20` reason, at `$16`; `$21` pause on failure); answers its `seq`, drawn
 /// here, under the lock.
 pub(crate) const INSERT_SCHEDULE: &str = "
 WITH v AS (
     INSERT INTO {schema}.job_schedules
         (schedule_id, version, removed, job_name, cron, zone, dst, partition_key, start_at, end_at,
-         remaining_runs, paused, note, effective_at, changed_by, changed_at, reason)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+         remaining_runs, paused, note, effective_at, changed_by, changed_at, reason,
+         pause_on_failure)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $21)
     RETURNING seq
 ),
 audit AS (

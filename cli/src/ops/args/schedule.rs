@@ -49,6 +49,10 @@ pub(crate) struct AddArgs {
     /// A note, such as why it is paused (at most 1,024 bytes).
     #[arg(long, value_name = "TEXT")]
     pub(in crate::ops) note: Option<String>,
+    /// Pause the schedule when a run of one of its slots fails for good (its retries spent, or a
+    /// permanent error), with a note naming the slot and the error.
+    #[arg(long)]
+    pub(in crate::ops) pause_on_failure: bool,
     #[command(flatten)]
     pub(in crate::ops) why: Why,
 }
@@ -109,6 +113,12 @@ pub(crate) struct SetArgs {
     /// Remove the note.
     #[arg(long)]
     pub(in crate::ops) clear_note: bool,
+    /// Pause the schedule when a run of one of its slots fails for good.
+    #[arg(long, conflicts_with = "no_pause_on_failure")]
+    pub(in crate::ops) pause_on_failure: bool,
+    /// Do not pause it when a run fails for good.
+    #[arg(long)]
+    pub(in crate::ops) no_pause_on_failure: bool,
     #[command(flatten)]
     pub(in crate::ops) why: Why,
 }

@@ -71,9 +71,14 @@ pub(super) async fn skip(
         Err(AdminError::UnknownRun { .. }) => Err(Failure {
             code: NOT_FOUND,
             message: format!(
-                "job `{}` slot {} has no skip to undo: it was not skipped, or a replica has claimed it since",
+                "job `{}` slot {}{} has no skip to undo: it was not skipped, or a replica has claimed it since",
                 show::shown(job),
-                show::ts(&slot)
+                show::ts(&slot),
+                if partition.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (partition `{}`)", show::shown(partition))
+                }
             ),
         }),
         Err(other) => Err(named(other)),

@@ -101,11 +101,13 @@ fn add(args: AddArgs) -> Result<SchedulePlan, Failure> {
         spec,
         paused,
         note,
+        pause_on_failure,
         why,
     } = args;
     let mut fields = spec_fields(spec)?;
     fields.paused = paused.then_some(true);
     fields.note = note.map(Some);
+    fields.pause_on_failure = pause_on_failure.then_some(true);
     Ok(SchedulePlan::Add {
         by: why.request()?,
         id,
@@ -129,6 +131,7 @@ fn spec_fields(spec: SpecArgs) -> Result<ScheduleFields, Failure> {
         remaining_runs: spec.remaining_runs.map(|n| runs(&n)).transpose()?.map(Some),
         paused: None,
         note: None,
+        pause_on_failure: None,
     })
 }
 
@@ -147,17 +150,15 @@ fn set(args: SetArgs) -> Result<SchedulePlan, Failure> {
         start_at: cleared(args.clear_start_at, start_at),
         end_at: cleared(args.clear_end_at, end_at),
         remaining_runs: cleared(args.clear_remaining_runs, remaining_runs),
-        paused: match (args.paused, args.resumed) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        },
+        paused: flag(args.paused, args.resumed),
         note: cleared(args.clear_note, args.note),
+        pause_on_failure: flag(args.pause_on_failure, args.no_pause_on_failure),
     };
     if fields == ScheduleFields::default() {
         return Err(usage(
             "nothing to change: give a field (--cron, --tz, --dst, --partition, --start-at, \
-             --end-at, --remaining-runs, --paused, --resumed, --note) or a --clear-... flag",
+             --end-at, --remaining-runs, --paused, --resumed, --note, --pause-on-failure, \
+             --no-pause-on-failure) or a --clear-... flag",
         ));
     }
     Ok(SchedulePlan::Set {
@@ -166,6 +167,15 @@ fn set(args: SetArgs) -> Result<SchedulePlan, Failure> {
         id: args.id,
         fields,
     })
+}
+
+/// A switch to turn on (`on`), off (`off`) or leave as it is (neither; clap refuses both).
+fn flag(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
 }
 
 /// A field to change: `Some(None)` clears it, `None` keeps it.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use slotguard::store::{RunRecord, ScheduleSpec, ScheduleVersion};
 use slotguard_admin::{ScheduleFields, StoredSchedule};
 
-use super::{at, cell, lines, one_line, or_dash, slot_of, table, ts};
+use super::{cell, lines, one_line, or_dash, slot_of, table, ts};
 
 /// `schedule show`: the latest version's fields, one a line, then the next slots.
 pub(in crate::ops) fn schedule(stored: &StoredSchedule, json: bool) -> String {
@@ -34,14 +34,18 @@ pub(in crate::ops) fn schedule(stored: &StoredSchedule, json: bool) -> String {
             of(|s| s.remaining_runs.map(|n| n.to_string())),
         ),
         ("note", of(|s| s.note.clone())),
+        (
+            "pause on failure",
+            of(|s| Some(if s.pause_on_failure { "yes" } else { "no" }.to_owned())),
+        ),
         ("in force from", ts(&v.effective_at)),
         ("changed by", v.changed_by.clone()),
-        ("changed at", at(&v.changed_at)),
+        ("changed at", ts(&v.changed_at)),
         ("reason", v.reason.clone()),
     ];
     let mut out = String::new();
     for (name, value) in fields {
-        let _ = writeln!(out, "{:<15} {}", format!("{name}:"), cell(&value));
+        let _ = writeln!(out, "{:<17} {}", format!("{name}:"), cell(&value));
     }
     out.push('\n');
     out.push_str(&slots(&stored.next, spec.map(|s| s.zone.as_str())));
@@ -217,6 +221,7 @@ fn schedule_json(stored: &StoredSchedule) -> Value {
         "remainingRuns": spec.and_then(|s| s.remaining_runs),
         "paused": spec.is_some_and(|s| s.paused),
         "note": spec.and_then(|s| s.note.as_ref()),
+        "pauseOnFailure": spec.is_some_and(|s| s.pause_on_failure),
         "removed": spec.is_none(),
         "effectiveAt": v.effective_at,
         "changedBy": v.changed_by,

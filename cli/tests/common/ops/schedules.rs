@@ -87,6 +87,7 @@ pub(crate) fn stored_schedules_add_change_remove(fx: &Fixture) {
     assert_eq!(fields["state"], "active");
     assert_eq!(fields["partition"], "acme");
     assert_eq!(fields["changed by"], USER);
+    assert_eq!(fields["pause on failure"], "no");
     five_slots_at(&slots, " 09:30:00");
     // The same id again: it exists (exit 4), and nothing is written.
     let before = audited(fx);
@@ -150,6 +151,7 @@ fn listed_and_shown_at(fx: &Fixture, version: &str, cron: &str) {
     assert_eq!(slots.len(), 5);
     let json = fx.slotguard(&["schedule", "show", ID, "--json"]).json();
     assert_eq!(json[0]["id"], ID);
+    assert_eq!(json[0]["pauseOnFailure"], version != "1");
     assert_eq!(json[0]["next"].as_array().map(Vec::len), Some(5));
 }
 
@@ -165,6 +167,7 @@ fn changed_once_then_stale(fx: &Fixture) {
             "1",
             "--cron",
             cron,
+            "--pause-on-failure",
             "--reason",
             "later",
         ])
@@ -178,6 +181,7 @@ fn changed_once_then_stale(fx: &Fixture) {
     let (fields, slots) = shown(rest);
     assert_eq!(fields["cron"], "0 10 * * *");
     assert_eq!(fields["partition"], "acme", "kept");
+    assert_eq!(fields["pause on failure"], "yes");
     // The next slots follow the change (it takes effect half a second after it is stored).
     five_slots_at(&slots, " 10:00:00");
 

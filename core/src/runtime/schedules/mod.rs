@@ -18,6 +18,7 @@ use crate::store::ScheduleStore;
 use super::Runtime;
 
 mod book;
+pub(crate) mod failure;
 
 use book::Book;
 
