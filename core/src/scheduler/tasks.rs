@@ -194,10 +194,14 @@ impl Start<'_> {
                     return;
                 };
                 let ready = latches.clock_measured.clone();
-                self.rt.tracker.spawn(async move {
+                let span = tracing::debug_span!("stored_schedules", replica = %rt.owner);
+                let drive = async move {
                     ready.cancelled().await;
                     crate::runtime::schedules::drive(rt, schedules).await;
-                });
+                };
+                self.rt
+                    .tracker
+                    .spawn(tracing::Instrument::instrument(drive, span));
             }
             ClockWatch => self.clock_watch(rt, store, latches.clock_measured.clone()),
             Control => self.control(rt, store, latches.registered.clone()),

@@ -40,17 +40,31 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
     let lead = rt.claim_ahead.min(crate::store::SCHEDULE_FENCE / 2);
     let lead = chrono::Duration::from_std(lead).unwrap_or_default();
     let mut next_read = rt.clock.now();
+    let mut last_read = next_read;
     let mut failures = 0u32;
     loop {
         if rt.clock.now() >= next_read {
+            last_read = rt.clock.now();
             let read = read(&rt, &*store, &mut book, &mut heap).await;
             failures = if read { 0 } else { failures.saturating_add(1) };
             next_read =
                 rt.clock.now() + chrono::Duration::from_std(backoff(failures)).unwrap_or_default();
         }
-        let due = heap.peek().map(|Reverse((at, _))| *at - lead);
-        let wake = due.map_or(next_read, |d| d.min(next_read));
-        let wait = (wake - rt.clock.now()).to_std().unwrap_or(Duration::ZERO);
+        let now = rt.clock.now();
+        let top = heap
+            .peek()
+            .map(|Reverse((at, _))| (*at - lead, book.knows(*at)));
+        let wake = match top {
+            Some((due, true)) => due.min(next_read),
+            // Due, but a version in force at it may be unknown here: read first (at once after a
+            // good read, at most every 50 ms; after a failed one, with the backoff).
+            Some((due, false)) if due <= now && failures == 0 => {
+                next_read = next_read.min(last_read + MIN_READ_GAP);
+                next_read
+            }
+            _ => next_read,
+        };
+        let wait = (wake - now).to_std().unwrap_or(Duration::ZERO);
         if !wait.is_zero() {
             tokio::select! {
                 () = rt.stop.cancelled() => return,
@@ -61,13 +75,15 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
         if rt.stop.is_cancelled() {
             return;
         }
-        let (batch, unknown) = take_due(&rt, &mut book, &mut heap, lead);
-        if unknown {
-            next_read = rt.clock.now();
+        if matches!(top, Some((_, true))) {
+            let batch = take_due(&rt, &mut book, &mut heap, lead);
+            super::timer::spawn_ticks(&rt, batch);
         }
-        super::timer::spawn_ticks(&rt, batch);
     }
 }
+
+/// The shortest gap between two reads that a due slot asks for.
+const MIN_READ_GAP: chrono::Duration = chrono::Duration::milliseconds(50);
 
 /// How long after a read the next one starts: [`POLL`], longer after failed reads (up to 5 s).
 fn backoff(failures: u32) -> Duration {
@@ -86,8 +102,18 @@ async fn read(rt: &Runtime, store: &dyn ScheduleStore, book: &mut Book, heap: &m
             }
         };
         let more = changes.versions.len() >= PAGE;
+        let read = changes.versions.len();
         let from = rt.clock.now() - rt.settle();
-        for id in book.apply(changes, &rt.jobs) {
+        let changed = book.apply(changes, &rt.jobs);
+        if read > 0 {
+            tracing::debug!(
+                event = "schedules_read",
+                seq = book.seq,
+                followed = book.followed.len(),
+                "stored schedules read"
+            );
+        }
+        for id in changed {
             if let Some(followed) = book.followed.get_mut(&id) {
                 followed.replan(from);
                 if let Some((slot, _)) = followed.next {
@@ -102,14 +128,14 @@ async fn read(rt: &Runtime, store: &dyn ScheduleStore, book: &mut Book, heap: &m
 }
 
 /// Pops every slot due by now (plus the lead) that this replica knows the versions of, one per
-/// schedule, and plans each schedule's next. Returns the candidates, and whether a due slot waits
-/// for a read (its instant is past what is known here).
+/// schedule, and plans each schedule's next; stops at a slot a version may be unknown of (past
+/// what the last read knows).
 fn take_due(
     rt: &Runtime,
     book: &mut Book,
     heap: &mut Heap,
     lead: chrono::Duration,
-) -> (Vec<Candidate>, bool) {
+) -> Vec<Candidate> {
     let now = rt.clock.now();
     let mut batch = Vec::new();
     while let Some(Reverse((at, id))) = heap.peek().cloned() {
@@ -117,7 +143,7 @@ fn take_due(
             break;
         }
         if !book.knows(at) {
-            return (batch, true);
+            break;
         }
         heap.pop();
         let Some(followed) = book.followed.get_mut(&id) else {
@@ -136,5 +162,5 @@ fn take_due(
             batch.push(Candidate::slot(&entry, slot, partition));
         }
     }
-    (batch, false)
+    batch
 }
