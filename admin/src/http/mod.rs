@@ -70,7 +70,7 @@
 //! | `POST` | `/schedules/preview` | the fields of `POST /schedules` without `id` and `reason`, `"count"`? (1 to 1,000, default 5) | `{"next": [slot]}`; nothing is stored |
 //! | `GET` | `/schedules/{id}` | | schedule |
 //! | `PATCH` | `/schedules/{id}` | `{"version", …fields to change (`null` clears), "reason", "actor"?}` | schedule; `409 stale_version` |
-//! | `DELETE` | `/schedules/{id}` | `{"version"?, "reason", "actor"?}` | the removed version (`"removed": true`) |
+//! | `DELETE` | `/schedules/{id}` | `{"version"?, "reason", "actor"?}`, or `?version=&reason=&actor=` without a body | the removed version (`"removed": true`) |
 //! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
 //!

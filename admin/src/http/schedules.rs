@@ -1,7 +1,7 @@
 //! The routes of stored schedules (`/schedules`) and of skipping one slot (`/jobs/{job}/skip`,
 //! `/jobs/{job}/unskip`).
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRequest, FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
@@ -274,14 +274,48 @@ pub(super) async fn change(
     Ok(json(StatusCode::OK, &ScheduleDto::from(&changed)))
 }
 
+/// `DELETE /schedules/{id}?reason=&version=&actor=`: the same fields as the body, for clients
+/// that send no body with a `DELETE`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RemoveQuery {
+    version: Option<String>,
+    reason: Option<String>,
+    actor: Option<String>,
+}
+
 pub(super) async fn remove(
     State(admin): State<Admin>,
-    change: JobChange<RemoveBody>,
+    ApiPath(id): ApiPath<String>,
+    who: Authenticated,
+    ApiQuery(query): ApiQuery<RemoveQuery>,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    let by = change.by(change.body.actor.clone(), change.body.reason.clone());
-    let removed = admin
-        .remove_schedule(&change.job, change.body.version, &by)
-        .await?;
+    // A body says what it is; a DELETE without one names its fields in the query.
+    let has_body = request
+        .headers()
+        .contains_key(axum::http::header::CONTENT_TYPE);
+    let body = if has_body {
+        let ApiJson(body) = ApiJson::<RemoveBody>::from_request(request, &()).await?;
+        body
+    } else {
+        let version = query
+            .version
+            .map(|v| {
+                v.trim().parse::<i64>().map_err(|_| AdminError::Invalid {
+                    field: "version",
+                    problem: format!("`{}` is not a version number", crate::shown(&v)),
+                })
+            })
+            .transpose()?;
+        RemoveBody {
+            version,
+            reason: query.reason.unwrap_or_default(),
+            actor: query.actor,
+        }
+    };
+    let by = who.by(body.actor, body.reason);
+    let removed = admin.remove_schedule(&id, body.version, &by).await?;
     Ok(json(StatusCode::OK, &ScheduleDto::of(&removed, Vec::new())))
 }
 

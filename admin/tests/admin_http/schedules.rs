@@ -108,6 +108,27 @@ async fn a_schedule_is_added_read_changed_and_removed_with_its_next_slots() {
     .await;
     assert_eq!(removed.expect(StatusCode::OK).body["removed"], true);
     let gone = get(&app, "/internal/schedules/acme-report").await;
+    // A DELETE without a body names its fields in the query.
+    post(&app, "/internal/schedules", acme())
+        .await
+        .expect(StatusCode::CREATED);
+    let bodiless = Request::delete("/internal/schedules/acme-report?version=4&reason=gone%20again")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        call(&app, bodiless).await.expect(StatusCode::OK).body["version"],
+        5
+    );
+    let unexplained = Request::delete("/internal/schedules/acme-report")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        call(&app, unexplained)
+            .await
+            .expect(StatusCode::BAD_REQUEST)
+            .body["field"],
+        "reason"
+    );
     assert_eq!(
         gone.expect(StatusCode::NOT_FOUND).error(),
         "unknown_schedule"
@@ -121,7 +142,13 @@ async fn a_schedule_is_added_read_changed_and_removed_with_its_next_slots() {
         .collect();
     assert_eq!(
         actions,
-        ["schedule_remove", "schedule_change", "schedule_add"]
+        [
+            "schedule_remove",
+            "schedule_add",
+            "schedule_remove",
+            "schedule_change",
+            "schedule_add"
+        ]
     );
 }
 
