@@ -152,10 +152,18 @@ impl Admin {
     ) -> Result<Vec<StoredSchedule>, AdminError> {
         crate::check_page(limit)?;
         let latest = self.store.schedules(job, after, limit).await?;
+        let jobs = self.store.jobs().await?;
+        let now = self.clock.now();
         let mut out = Vec::with_capacity(latest.len());
         for version in latest {
-            let history = self.store.schedule_history(&version.id).await?;
-            out.push(self.stored(history).await?);
+            // A version in force already decides every slot from now on; only a change still to
+            // take effect needs the one before it.
+            let history = if version.effective_at <= now {
+                vec![version]
+            } else {
+                self.store.schedule_history(&version.id).await?
+            };
+            out.push(upcoming(history, &jobs, now)?);
         }
         Ok(out)
     }
@@ -223,22 +231,8 @@ impl Admin {
 
     /// The latest version of `history` with its next slots.
     async fn stored(&self, history: Vec<ScheduleVersion>) -> Result<StoredSchedule, AdminError> {
-        let latest = history.last().cloned().ok_or_else(|| unknown(""))?;
-        let job = history.iter().rev().find_map(|v| v.spec.as_ref());
-        let record = match job {
-            Some(spec) => self
-                .store
-                .jobs()
-                .await?
-                .into_iter()
-                .find(|r| r.definition.name == spec.job),
-            None => None,
-        };
-        let timeline = Timeline::new(&history, record.as_ref().and_then(calendar).as_ref());
-        Ok(StoredSchedule {
-            next: slots(&timeline, self.clock.now(), PREVIEW_SLOTS),
-            version: latest,
-        })
+        let jobs = self.store.jobs().await?;
+        upcoming(history, &jobs, self.clock.now())
     }
 
     /// The job's record, when the spec fits it: a registered `slot`-level job, and an expression,
@@ -282,6 +276,23 @@ impl Admin {
         }
         total - used
     }
+}
+
+/// The latest version of `history` (one schedule's versions, oldest first) with its next slots
+/// after `now`, on its job's calendar (one of `jobs`).
+fn upcoming(
+    history: Vec<ScheduleVersion>,
+    jobs: &[JobRecord],
+    now: DateTime<Utc>,
+) -> Result<StoredSchedule, AdminError> {
+    let latest = history.last().cloned().ok_or_else(|| unknown(""))?;
+    let job = history.iter().rev().find_map(|v| v.spec.as_ref());
+    let record = job.and_then(|spec| jobs.iter().find(|r| r.definition.name == spec.job));
+    let timeline = Timeline::new(&history, record.and_then(calendar).as_ref());
+    Ok(StoredSchedule {
+        next: slots(&timeline, now, PREVIEW_SLOTS),
+        version: latest,
+    })
 }
 
 /// Up to `n` slots after `now`.
