@@ -43,6 +43,8 @@ pub(crate) struct Args {
     pub(crate) adjust: Option<Spanned<Adjust>>,
     /// `shift = <business days>`.
     pub(crate) shift: Option<Spanned<i64>>,
+    /// `monitor = <expression>`: an `Arc` of a `slotguard::Monitor`, evaluated once.
+    pub(crate) monitor: Option<syn::Expr>,
 }
 
 /// A value and the span of the tokens it was written as, so that generated code points back at them.
@@ -131,6 +133,11 @@ const KEYS: &[Key] = &[
         example: "shift = -1",
         parse: calendar::parse_shift,
     },
+    Key {
+        name: "monitor",
+        example: "monitor = monitors::sentry()",
+        parse: parse_monitor,
+    },
 ];
 
 /// Names people reach for that mean one of [`KEYS`].
@@ -148,6 +155,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("holidays", "calendar"),
     ("convention", "adjust"),
     ("business_day_convention", "adjust"),
+    ("check_in", "monitor"),
+    ("checkins", "monitor"),
+    ("check_ins", "monitor"),
 ];
 
 /// The arguments parsed so far.
@@ -161,6 +171,7 @@ struct Fields {
     calendar: Option<LitStr>,
     adjust: Option<Spanned<Adjust>>,
     shift: Option<Spanned<i64>>,
+    monitor: Option<syn::Expr>,
 }
 
 /// Errors collected while parsing, reported together.
@@ -220,6 +231,7 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
         calendar: fields.calendar,
         adjust: fields.adjust,
         shift: fields.shift,
+        monitor: fields.monitor,
     })
 }
 
@@ -453,6 +465,21 @@ fn parse_dst(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Result<
         value: policy,
         span: word.span(),
     });
+    Ok(())
+}
+
+/// Any expression: its type is checked where it is used, `Job::monitor(Arc<dyn Monitor>)`.
+fn parse_monitor(fields: &mut Fields, key: &Key, value: TokenStream) -> syn::Result<()> {
+    let expr = syn::parse2(value.clone()).map_err(|_| {
+        syn::Error::new_spanned(
+            &value,
+            format!(
+                "`{}` takes an expression that makes an `Arc` of a `slotguard::Monitor`: write `{}`",
+                key.name, key.example
+            ),
+        )
+    })?;
+    fields.monitor = Some(expr);
     Ok(())
 }
 

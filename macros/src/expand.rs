@@ -184,6 +184,7 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
         quote!(.lock_key(#literal))
     });
     let calendar = calendar_calls(args);
+    let monitor = args.monitor.as_ref().map(|expr| quote!(.monitor(#expr)));
 
     let cfg = cfg_attrs(function);
 
@@ -205,7 +206,7 @@ fn generate(item: TokenStream, function: &ItemFn, args: &Args) -> TokenStream {
                     ::std::sync::OnceLock::new();
                 ::std::clone::Clone::clone(__SLOTGUARD_JOB.get_or_init(|| {
                     #new
-                        #tz #guard #dst #lock_key #calendar
+                        #tz #guard #dst #lock_key #calendar #monitor
                 }))
             }
         }

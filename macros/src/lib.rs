@@ -56,6 +56,7 @@ use proc_macro::TokenStream;
 /// | `guard` | `none`, `local`, `lock` or `slot`, a bare word | the scheduler's default (`slot` with a backend, `local` without) | how much exclusion the job gets ([`GuardLevel`](https://docs.rs/slotguard/latest/slotguard/enum.GuardLevel.html)) |
 /// | `dst` | `vixie`, `skip`, `shift` or `instant`, a bare word | the scheduler's default (`vixie`) | what happens to a time that a DST change skips or repeats ([`DstPolicy`](https://docs.rs/slotguard/latest/slotguard/enum.DstPolicy.html)) |
 /// | `lock_key` | an integer literal that fits in an `i64` | derived from the lock namespace and the name | the advisory-lock key at the `lock` and `slot` levels |
+/// | `monitor` | an expression that makes an `Arc` of a `slotguard::Monitor` (`monitor = monitors::sentry()`), evaluated once per process | the scheduler's monitor, if any | where the job's check-ins go (`Job::monitor`) |
 ///
 /// # The function
 ///
