@@ -35,6 +35,7 @@ pub mod parse;
 mod reads;
 mod request;
 mod retry_range;
+mod schedule_missed;
 mod schedules;
 mod skip;
 mod writes;
@@ -48,6 +49,7 @@ pub use missed::{CHUNK, JobMissed, MissedCursor, MissedPage, MissedQuery, Missed
 pub use page::{check_page, parse_page};
 pub use request::{ChangeRequest, MAX_ACTOR_BYTES, MAX_REASON_BYTES};
 pub use retry_range::{MAX_RETRY_RUNS, RangeRetry};
+pub use schedule_missed::ScheduleMissed;
 pub use schedules::{PREVIEW_SLOTS, ScheduleFields, StoredSchedule};
 pub use slotguard::operate::{
     DEFAULT_PAGE, MAX_PAGE, MAX_PER_SECOND, MIN_PER_SECOND, rfc3339, shown,

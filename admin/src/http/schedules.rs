@@ -143,6 +143,43 @@ struct PreviewDto {
     next: Vec<DateTime<Utc>>,
 }
 
+/// `GET /schedules/{id}/missed`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MissedQuery {
+    from: String,
+    to: Option<String>,
+    limit: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MissedDto {
+    partition: String,
+    missed: Vec<DateTime<Utc>>,
+    next: Option<DateTime<Utc>>,
+}
+
+pub(super) async fn missed(
+    State(admin): State<Admin>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<MissedQuery>,
+) -> Result<Response, ApiError> {
+    let limit = crate::parse::page(query.limit.as_deref())?;
+    let from = instant("from", &query.from)?;
+    let to = match crate::parse::present(query.to.as_deref()) {
+        Some(to) => instant("to", to)?,
+        None => DateTime::<Utc>::MAX_UTC,
+    };
+    let page = admin.schedule_missed(&id, (from, to), limit).await?;
+    let answer = MissedDto {
+        partition: page.partition,
+        missed: page.missed.iter().map(|m| m.scheduled_at).collect(),
+        next: page.next,
+    };
+    Ok(json(StatusCode::OK, &answer))
+}
+
 /// `GET /schedules`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -256,3 +256,54 @@ async fn one_upcoming_slot_is_skipped_and_unskipped() {
         "scheduleSlot"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stored_schedules_missed_slots_are_those_without_a_row() {
+    let clock = slotguard::TokioClock::starting_at(at("2026-06-01T00:00:00.200Z"));
+    let backend = MemoryBackend::with_clock(Arc::new(clock));
+    backend
+        .register_jobs(&[definition(SETTLEMENT, "0 2 * * *", "Asia/Seoul")])
+        .await
+        .unwrap();
+    let admin = Admin::new(backend.clone()).with_clock(clock);
+    let app = Router::new().nest("/internal", router(admin));
+    let body = json!({"id": "every-second", "job": SETTLEMENT, "cron": "* * * * * *", "tz": "UTC",
+        "partition": "acme", "reason": "test"});
+    post(&app, "/internal/schedules", body)
+        .await
+        .expect(StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // 00:00:01 ran (has a row); the other slots up to now have none.
+    let ran = claim_request(SETTLEMENT, at("2026-06-01T00:00:01Z"), "acme");
+    backend.claim("replica", &[ran]).await.unwrap();
+    let uri = "/internal/schedules/every-second/missed?from=2026-06-01T00:00:00Z&limit=2";
+    let page = get(&app, uri).await;
+    let page = &page.expect(StatusCode::OK).body;
+    assert_eq!(page["partition"], "acme");
+    assert_eq!(
+        page["missed"],
+        json!(["2026-06-01T00:00:02Z", "2026-06-01T00:00:03Z"])
+    );
+    let next = page["next"].as_str().unwrap().to_owned();
+    let rest = get(
+        &app,
+        &format!(
+            "/internal/schedules/every-second/missed?from={}",
+            encode(&next)
+        ),
+    )
+    .await;
+    assert_eq!(
+        rest.expect(StatusCode::OK).body["missed"],
+        json!(["2026-06-01T00:00:04Z", "2026-06-01T00:00:05Z"])
+    );
+    let unknown = get(
+        &app,
+        "/internal/schedules/none/missed?from=2026-06-01T00:00:00Z",
+    )
+    .await;
+    assert_eq!(
+        unknown.expect(StatusCode::NOT_FOUND).error(),
+        "unknown_schedule"
+    );
+}
