@@ -139,6 +139,19 @@ impl Admin {
         self.stored(history).await
     }
 
+    /// Every version of schedule `id`, oldest first (a removed schedule's too).
+    ///
+    /// # Errors
+    /// [`AdminError::UnknownSchedule`] when it never existed; [`AdminError::Store`].
+    pub async fn schedule_history(&self, id: &str) -> Result<Vec<ScheduleVersion>, AdminError> {
+        check_id(id).map_err(|_| unknown(id))?;
+        let history = self.store.schedule_history(id).await?;
+        if history.is_empty() {
+            return Err(unknown(id));
+        }
+        Ok(history)
+    }
+
     /// The stored schedules, of `job` if given, by id, those after `after`, at most `limit`
     /// (1 to [`MAX_PAGE`](crate::MAX_PAGE)).
     ///

@@ -64,13 +64,13 @@ impl Admin {
         })
     }
 
-    /// Undoes [`Admin::skip`] of `slot`, if no replica has claimed it since: the slot runs as its
-    /// schedule says.
+    /// Undoes [`Admin::skip`] of `slot`, if no replica has claimed it since and it is still ahead:
+    /// the slot runs as its schedule says.
     ///
     /// # Errors
     /// [`AdminError::UnknownRun`] when the slot has no operator's skip to undo (never skipped, or
     /// a replica has already claimed it); [`AdminError::UnknownJob`]; [`AdminError::Invalid`] for
-    /// the partition, actor or reason; [`AdminError::Store`].
+    /// a slot whose time has passed, the partition, actor or reason; [`AdminError::Store`].
     pub async fn unskip(
         &self,
         job: &str,
@@ -81,6 +81,10 @@ impl Admin {
         by.validate()?;
         self.job(job).await?;
         partition_key(partition)?;
+        if slot <= self.clock.now() {
+            // Its time has passed: without the skip it would be a slot nothing ran nor recorded.
+            return Err(not_ahead(slot));
+        }
         let key = SlotKey {
             job: job.to_owned(),
             scheduled_at: slot,
@@ -150,7 +154,7 @@ fn not_ahead(slot: DateTime<Utc>) -> AdminError {
     AdminError::Invalid {
         field: "scheduleSlot",
         problem: format!(
-            "{} is not ahead: only an upcoming slot can be skipped",
+            "{} is not ahead: only an upcoming slot can be skipped or unskipped",
             rfc3339(&slot)
         ),
     }

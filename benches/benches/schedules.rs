@@ -145,7 +145,9 @@ async fn replica(backend: PgBackend, name: &str) -> SchedulerHandle {
 
 /// `n` schedules of the job, one per tenant, in one statement; answers the last `seq`.
 async fn fill(schema: &TestSchema, n: usize) -> i64 {
-    let mut conn = PgConnection::connect(&database_url()).await.expect("connect");
+    let mut conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
     let sql = format!(
         "INSERT INTO {s}.job_schedules (schedule_id, version, removed, job_name, cron, zone, dst,
              partition_key, paused, pause_on_failure, effective_at, changed_by, changed_at, reason)
@@ -186,7 +188,10 @@ async fn run(n: usize, reads: &Reads) {
     warm.shutdown().await;
     let filled = Instant::now();
     let last = fill(&schema, n).await;
-    println!("schedules: {n}, written in {:.1} s (set-up)", filled.elapsed().as_secs_f64());
+    println!(
+        "schedules: {n}, written in {:.1} s (set-up)",
+        filled.elapsed().as_secs_f64()
+    );
 
     let rss_before = rss_bytes();
     let backend = connect(&schema).await;

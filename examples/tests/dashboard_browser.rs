@@ -1,8 +1,9 @@
 //! The dashboard in a real browser: headless Chromium, driven over WebDriver by chromedriver, against a
 //! real server (axum on loopback, a running scheduler) on a real SQLite file and a real PostgreSQL
 //! schema. An operator opens the jobs page, opens a job, retries a failed slot and sees the new
-//! attempt appear, pauses and resumes with a reason, previews and runs a backfill, and sees a hostile
-//! job name rendered as text.
+//! attempt appear, pauses and resumes with a reason, previews and runs a backfill, adds a stored
+//! schedule and pauses and resumes it on its page, skips a slot and undoes the skip, and sees a
+//! hostile job name rendered as text.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). With
 //! `SLOTGUARD_SCREENSHOTS=docs/screenshots` the SQLite walk saves screenshots of the main pages there.
@@ -26,6 +27,7 @@ use slotguard_admin::http::{self, Actor};
 const FLAKY: &str = "flaky-export";
 const SETTLEMENT: &str = "daily-settlement";
 const HOSTILE: &str = "<script>alert('x')</script>";
+const SCHEDULE: &str = "acme-report";
 
 /// One browser at a time: two cores do not run two Chromiums and two schedulers well.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -302,6 +304,8 @@ async fn walk(c: &Client, addr: SocketAddr, shots: &Shots) {
     shots.take(c, "run").await;
 
     pause_resume_and_backfill(c, &home, shots).await;
+    stored_schedule(c, &home, shots).await;
+    skip_and_unskip(c, &home).await;
 
     // The hostile job's own page shows its name as text.
     c.goto(&home).await.unwrap();
@@ -353,6 +357,13 @@ async fn search(c: &Client) {
     assert!(text(c, "table.jobs").await.contains(FLAKY));
 }
 
+/// The elements whose right edge is past the window's, innermost first (at most 8), but those
+/// inside a table or a `.scroll`, which scroll inside themselves.
+const WIDER_THAN_THE_WINDOW: &str = "return Array.from(document.querySelectorAll('body *'))\
+    .filter(e => e.getBoundingClientRect().right > window.innerWidth && !e.closest('table, .scroll'))\
+    .reverse().slice(0, 8)\
+    .map(e => e.tagName.toLowerCase() + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))";
+
 /// At a phone's width (390 × 844) no page scrolls sideways: wide tables scroll inside themselves.
 async fn at_a_phones_width(c: &Client, home: &str, shots: &Shots) {
     c.set_window_size(390, 844)
@@ -361,10 +372,12 @@ async fn at_a_phones_width(c: &Client, home: &str, shots: &Shots) {
     for page in [
         home.to_owned(),
         format!("{home}/jobs/{FLAKY}"),
+        format!("{home}/jobs/{SETTLEMENT}"),
         format!("{home}/failures"),
         format!("{home}/missed"),
         format!("{home}/audit"),
         format!("{home}/replicas"),
+        format!("{home}/schedules/{SCHEDULE}"),
     ] {
         c.goto(&page).await.unwrap();
         let widths = script(
@@ -374,10 +387,11 @@ async fn at_a_phones_width(c: &Client, home: &str, shots: &Shots) {
         .await;
         let (page_width, window) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
         assert!(window <= 420, "the window is a phone's: {window}");
-        assert!(
-            page_width <= window,
-            "{page}: {page_width} px wide in {window}"
-        );
+        if page_width > window {
+            // What sticks out, for the message.
+            let wide = script(c, WIDER_THAN_THE_WINDOW).await;
+            panic!("{page}: {page_width} px wide in {window}: {wide}");
+        }
     }
     c.goto(&format!("{home}/jobs/{FLAKY}")).await.unwrap();
     shots.take(c, "phone-job").await;
@@ -435,6 +449,88 @@ async fn pause_resume_and_backfill(c: &Client, home: &str, shots: &Shots) {
         text(c, "#runs").await.matches("backfill").count() == 3
     })
     .await;
+}
+
+/// A stored schedule of the settlement job, added through its page's form (09:00 in New York for
+/// tenant acme, three runs): its page shows its fields, its next slots and its history; it is paused
+/// with a note and resumed.
+async fn stored_schedule(c: &Client, home: &str, shots: &Shots) {
+    c.goto(&format!("{home}/jobs/{SETTLEMENT}")).await.unwrap();
+    assert!(text(c, "#schedules").await.contains("No stored schedule"));
+    c.find(Locator::Css("details.add summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let zone = c
+        .find(Locator::Css("#form-add-schedule [name=tz]"))
+        .await
+        .unwrap();
+    zone.clear().await.unwrap();
+    zone.send_keys("America/New_York").await.unwrap();
+    for (name, value) in [
+        ("id", SCHEDULE),
+        ("cron", "0 9 * * *"),
+        ("partition", "acme"),
+    ] {
+        let field = format!("#form-add-schedule [name={name}]");
+        let field = c.find(Locator::Css(&field)).await.unwrap();
+        field.send_keys(value).await.unwrap();
+    }
+    let runs = "#form-add-schedule [name=remaining_runs]";
+    let runs = c.find(Locator::Css(runs)).await.unwrap();
+    runs.send_keys("3").await.unwrap();
+    change(c, "add-schedule", "onboarding acme").await;
+    assert_eq!(text(c, "h1 .name").await, SCHEDULE);
+    assert_eq!(count(c, "#next li").await, 3, "its three runs");
+    assert!(text(c, "#next").await.contains("EST") || text(c, "#next").await.contains("EDT"));
+    assert!(text(c, "#history").await.contains("onboarding acme"));
+    assert_eq!(count(c, "script").await, 1);
+
+    let note = c
+        .find(Locator::Css("#form-pause input[name=note]"))
+        .await
+        .unwrap();
+    note.send_keys("month-end freeze").await.unwrap();
+    change(c, "pause", "freeze").await;
+    let facts = text(c, "#schedule").await;
+    assert!(
+        facts.contains("paused") && facts.contains("month-end freeze"),
+        "{facts}"
+    );
+    change(c, "resume", "freeze over").await;
+    assert!(text(c, "#schedule").await.contains("active"));
+    assert_eq!(count(c, "#history tbody tr").await, 3);
+    shots.take(c, "schedule").await;
+    c.goto(&format!("{home}/jobs/{SETTLEMENT}")).await.unwrap();
+    let listed = text(c, "#schedules").await;
+    assert!(
+        listed.contains(SCHEDULE) && listed.contains("acme"),
+        "{listed}"
+    );
+}
+
+/// The settlement job's next slot is skipped from its page, then the skip is undone from the run's
+/// page, reached from the skipped row.
+async fn skip_and_unskip(c: &Client, home: &str) {
+    c.goto(&format!("{home}/jobs/{SETTLEMENT}")).await.unwrap();
+    change(c, "skip", "bank holiday").await;
+    eventually(Duration::from_secs(10), "the skipped row", || async {
+        text(c, "#runs")
+            .await
+            .contains("skipped by an operator: bank holiday")
+    })
+    .await;
+    c.find(Locator::Css("#runs a.unskip"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shows(c, "#form-unskip", Duration::from_secs(10)).await;
+    change(c, "unskip", "not a holiday").await;
+    assert!(!text(c, "#runs").await.contains("skipped by an operator"));
 }
 
 async fn browser_walk(backend: impl Backend, shots: Shots) {

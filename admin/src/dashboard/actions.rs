@@ -1,39 +1,23 @@
 //! Changes: a form posts here once to see the confirmation page (a backfill's dry-run preview), and
 //! once more with `confirm=yes` to make the change, audited under the operator's name. A form is
 //! read into a [`Command`] and carried out by [`Admin::execute`](crate::Admin::execute), as the
-//! HTTP router's and the CLI's changes are.
+//! HTTP router's and the CLI's changes are. The changes of a job's stored schedules and upcoming
+//! slots (`skip`, `unskip`, `add-schedule`) are [`schedule_changes`]'.
 
 use axum::extract::{Extension, Form, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use serde::Deserialize;
 
-use super::Ui;
+use super::confirm::{self, ChangeForm, Confirmation, done};
 use super::input::{instant, present};
-use super::page::{Base, admin_error, csrf_field, error_page, frame, html_response, utc};
-use super::security::operator;
+use super::page::{Base, admin_error, utc};
+use super::{Ui, schedule_changes};
 use crate::http::Actor;
 use crate::parse::rate;
 use crate::{AdminError, BackfillOptions, BackfillReport, ChangeRequest, Command};
 use slotguard::store::{RunFilter, RunRecord, RunStatus};
-
-/// Every field any change form sends.
-#[derive(Deserialize, Debug, Default)]
-pub(super) struct ChangeForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    reason: String,
-    slot: Option<String>,
-    partition: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    per_second: Option<String>,
-    before_first_seen: Option<String>,
-    confirm: Option<String>,
-}
 
 /// The `from` and `to` fields.
 fn range(form: &ChangeForm) -> Result<(DateTime<Utc>, DateTime<Utc>), AdminError> {
@@ -133,16 +117,18 @@ pub(super) async fn submit(
     actor: Option<Extension<Actor>>,
     Form(form): Form<ChangeForm>,
 ) -> Response {
-    let actor = actor.map(|Extension(a)| a);
-    let by = match operator(&ui.settings, &headers, actor.as_ref(), &form.csrf) {
-        Ok(name) => ChangeRequest::new(name, form.reason.trim()),
-        Err(refusal) => return error_page(&base, refusal.status(), refusal.message()),
+    let by = match confirm::asked_by(&ui, &base, &headers, actor, &form) {
+        Ok(by) => by,
+        Err(refused) => return refused,
     };
+    if schedule_changes::ON_JOB.contains(&action.as_str()) {
+        return schedule_changes::on_job(&ui, &base, &job, &action, &by, &form).await;
+    }
     let command = match by.validate().and_then(|()| command(&job, &action, &form)) {
         Ok(command) => command,
         Err(e) => return admin_error(&base, &e),
     };
-    if form.confirm.as_deref() != Some("yes") {
+    if !form.confirmed() {
         return confirm(&ui, &base, &action, &command, &form).await;
     }
     let target = match &command {
@@ -155,11 +141,7 @@ pub(super) async fn submit(
         _ => base.job(&job),
     };
     match ui.admin.execute(command, &by).await {
-        Ok(_) => {
-            let sep = if target.contains('?') { '&' } else { '?' };
-            let location = format!("{target}{sep}done={action}");
-            (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
-        }
+        Ok(_) => done(&target, &action),
         Err(e) => admin_error(&base, &e),
     }
 }
@@ -201,41 +183,14 @@ async fn confirm(
         },
         _ => None,
     };
-    let body = html! {
-        h1 { "Confirm: " (action) }
-        p.confirm { (describe(command)) "." }
-        p { "Reason: " q { (form.reason.trim()) } }
-        @if let Some(preview) = preview { (preview) }
-        form.change id="confirm" method="post" action=(format!("{}/{action}", base.job(job))) {
-            (csrf_field(&ui.settings.csrf_token))
-            @for (name, value) in hidden_fields(form) {
-                input type="hidden" name=(name) value=(value);
-            }
-            input type="hidden" name="confirm" value="yes";
-            button type="submit" { "Confirm " (action) }
-            " "
-            a href=(base.job(job)) { "Back, change nothing" }
-        }
+    let confirmation = Confirmation {
+        action,
+        url: format!("{}/{action}", base.job(job)),
+        back: base.job(job),
+        what: describe(command),
+        preview,
     };
-    html_response(StatusCode::OK, frame(base, "Confirm", body))
-}
-
-fn hidden_fields(form: &ChangeForm) -> Vec<(&'static str, &str)> {
-    let optional = [
-        ("slot", &form.slot),
-        ("partition", &form.partition),
-        ("from", &form.from),
-        ("to", &form.to),
-        ("per_second", &form.per_second),
-        ("before_first_seen", &form.before_first_seen),
-    ];
-    let mut out = vec![("reason", form.reason.as_str())];
-    out.extend(
-        optional
-            .into_iter()
-            .filter_map(|(name, value)| value.as_deref().map(|v| (name, v))),
-    );
-    out
+    confirm::page(base, &ui.settings, form, confirmation)
 }
 
 fn preview(report: &BackfillReport, before_first_seen: bool) -> Markup {

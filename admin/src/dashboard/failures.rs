@@ -32,7 +32,7 @@ pub(super) async fn page(State(ui): State<Ui>, base: Base) -> Response {
         h1 { "Failures" }
         p { "Failed, dead and abandoned runs of every job, newest slot first (at most "
             (PER_STATUS) "). Open a run to retry it." }
-        (live("failures", runs_table(&base, &runs)))
+        (live("failures", runs_table(&base, &runs, false)))
     };
     html_response(StatusCode::OK, frame(&base, "Failures", body))
 }

@@ -1,5 +1,6 @@
-//! The forms that ask for a change: each posts to `/jobs/{job}/{action}` with a CSRF token and a
-//! required reason, and leads to a confirmation page first.
+//! The forms that ask for a change: each posts to `/jobs/{job}/{action}` (a stored schedule's to
+//! `/schedules/{id}/{action}`) with a CSRF token and a required reason, and leads to a
+//! confirmation page first.
 
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
@@ -18,12 +19,24 @@ pub(super) fn change_form(
     button: &str,
     fields: Markup,
 ) -> Markup {
+    let url = format!("{}/{action}", base.job(job));
+    form_to(settings, &url, action, button, fields)
+}
+
+/// A form `#form-{action}` posting to `url`, with `fields` before the reason.
+pub(super) fn form_to(
+    settings: &Settings,
+    url: &str,
+    action: &str,
+    button: &str,
+    fields: Markup,
+) -> Markup {
     if settings.read_only {
         return html! {};
     }
     let id = format!("form-{action}");
     html! {
-        form.change id=(id) method="post" action=(format!("{}/{action}", base.job(job))) {
+        form.change id=(id) method="post" action=(url) {
             (csrf_field(&settings.csrf_token))
             (fields)
             label {
@@ -65,7 +78,7 @@ pub(super) fn backfill(base: &Base, settings: &Settings, job: &str) -> Markup {
     change_form(base, settings, job, "backfill", "Preview backfill…", fields)
 }
 
-/// Retry or cancel one run.
+/// Retry, cancel or unskip one run.
 pub(super) fn run_change(
     base: &Base,
     settings: &Settings,
@@ -74,10 +87,10 @@ pub(super) fn run_change(
     slot: &DateTime<Utc>,
     partition: &str,
 ) -> Markup {
-    let button = if action == "retry" {
-        "Retry…"
-    } else {
-        "Cancel run…"
+    let button = match action {
+        "retry" => "Retry…",
+        "unskip" => "Unskip…",
+        _ => "Cancel run…",
     };
     let fields = html! {
         input type="hidden" name="slot" value=(rfc3339(slot));

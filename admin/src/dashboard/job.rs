@@ -1,5 +1,5 @@
-//! A job's page: its definition, a timeline of its recent slots, its runs with their attempts,
-//! filters, and the changes an operator can ask for.
+//! A job's page: its definition, its stored schedules, a timeline of its recent slots, its runs
+//! with their attempts, filters, and the changes an operator can ask for.
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -12,10 +12,12 @@ use super::input::{INSTANT_EXAMPLE, maybe_instant, present};
 use super::jobs::{next_slots, pause_state};
 use super::page::{Base, admin_error, badge, duration, frame, html_response, live, notice, utc};
 use super::words::describe;
-use super::{Ui, chart, forms, timeline};
+use super::{Ui, chart, forms, schedules, timeline};
 use crate::AdminError;
 use crate::parse::status;
-use slotguard::store::{RunCounts, RunFilter, RunRecord, RunStatus};
+use chrono::{DateTime, Utc};
+use slotguard::store::schedules::SKIPPED_BY_OPERATOR;
+use slotguard::store::{JobRecord, RunCounts, RunFilter, RunRecord, RunStatus};
 
 /// The filters of the runs list, and the notice of a change just made.
 #[derive(Deserialize, Default)]
@@ -69,25 +71,56 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
         .await?;
     let now = chrono::Utc::now();
     let since = now - chrono::Duration::hours(WINDOW_HOURS);
-    let (counts, missed) =
-        tokio::join!(ui.admin.run_counts(since), ui.admin.missed(job, since, now));
+    let (counts, missed, stored) = tokio::join!(
+        ui.admin.run_counts(since),
+        ui.admin.missed(job, since, now),
+        schedules::of_job(&ui.admin, job)
+    );
     let counts = counts?.remove(job).unwrap_or_default();
+    let stored = stored?;
     let schedule = crate::missed::schedule_of(&record);
     let cells = timeline::cells(&ui.admin, job, schedule.as_ref(), &recent).await;
-    let def = &record.definition;
-    let zone = def.zone.parse::<chrono_tz::Tz>().ok();
-    let next = schedule
-        .map(|s| {
-            s.slots_after(now)
-                .take(3)
-                .map(|s| s.scheduled_at)
-                .collect::<Vec<_>>()
-        })
+    let zone = record.definition.zone.parse::<chrono_tz::Tz>().ok();
+    let next: Vec<DateTime<Utc>> = schedule
+        .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
         .unwrap_or_default();
+    let missed = missed.map(|m| m.len()).ok();
     let settings = &ui.settings;
+    let writable = !settings.read_only;
     Ok(html! {
-        h1 { "Job " span.name { (def.name) } }
+        h1 { "Job " span.name { (record.definition.name) } }
         (notice(query.done.as_deref()))
+        (facts(&record, &next, zone, at_a_glance(&counts, missed)))
+        (schedules::skip_form(base, settings, job, &schedules::upcoming(&next, zone, &stored)))
+        (schedules::section(base, settings, &record, &stored))
+        h2 { "Recent slots" }
+        (live("timeline", timeline::draw(base, job, &cells)))
+        h2 { "Durations" }
+        (live("durations", chart::draw(base, job, &chart::points(&recent))))
+        @if writable {
+            details.actions open {
+                summary { "Actions" }
+                (forms::pause_or_resume(base, settings, job, record.paused))
+                (forms::trigger(base, settings, job))
+                (forms::backfill(base, settings, job))
+                (forms::retry_failed(base, settings, job))
+            }
+        }
+        h2 { "Runs" }
+        (filters(base, job, query))
+        (live("runs", runs_table(base, &runs, writable)))
+    })
+}
+
+/// The job's definition, state, code schedule's next slots and counts.
+fn facts(
+    record: &JobRecord,
+    next: &[DateTime<Utc>],
+    zone: Option<chrono_tz::Tz>,
+    counts: Markup,
+) -> Markup {
+    let def = &record.definition;
+    html! {
         dl.facts {
             dt { "Schedule" } dd {
                 @if let Some(words) = describe(&def.cron) { (words) " · " }
@@ -100,27 +133,11 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
                 }
             }
             dt { "Guard" } dd { (def.guard) }
-            dt { "State" } dd { (live("pause", pause_state(&record))) }
-            dt { "Next slots" } dd { (next_slots(&next, zone)) }
-            dt { "Now" } dd { (live("counts", at_a_glance(&counts, missed.map(|m| m.len()).ok()))) }
+            dt { "State" } dd { (live("pause", pause_state(record))) }
+            dt { "Next slots" } dd { (next_slots(next, zone)) }
+            dt { "Now" } dd { (live("counts", counts)) }
         }
-        h2 { "Recent slots" }
-        (live("timeline", timeline::draw(base, job, &cells)))
-        h2 { "Durations" }
-        (live("durations", chart::draw(base, job, &chart::points(&recent))))
-        @if !settings.read_only {
-            details.actions open {
-                summary { "Actions" }
-                (forms::pause_or_resume(base, settings, job, record.paused))
-                (forms::trigger(base, settings, job))
-                (forms::backfill(base, settings, job))
-                (forms::retry_failed(base, settings, job))
-            }
-        }
-        h2 { "Runs" }
-        (filters(base, job, query))
-        (live("runs", runs_table(base, &runs)))
-    })
+    }
 }
 
 fn filters(base: &Base, job: &str, query: &JobQuery) -> Markup {
@@ -159,8 +176,9 @@ fn at_a_glance(counts: &RunCounts, missed: Option<usize>) -> Markup {
     }
 }
 
-/// Runs with their attempts, newest slot first.
-pub(super) fn runs_table(base: &Base, runs: &[RunRecord]) -> Markup {
+/// Runs with their attempts, newest slot first; with `changes`, an operator's skip of a slot still
+/// ahead links to the form that undoes it.
+pub(super) fn runs_table(base: &Base, runs: &[RunRecord], changes: bool) -> Markup {
     html! {
         @if runs.is_empty() {
             p { "No run matches." }
@@ -170,14 +188,15 @@ pub(super) fn runs_table(base: &Base, runs: &[RunRecord]) -> Markup {
                     th { "Slot" } th { "Job · partition" } th { "Status" } th { "Trigger" }
                     th { "Attempts: owner · token · start · duration · outcome" } th { "Error" }
                 } }
-                tbody { @for run in runs { (run_row(base, run)) } }
+                tbody { @for run in runs { (run_row(base, run, changes)) } }
             } }
         }
     }
 }
 
-fn run_row(base: &Base, run: &RunRecord) -> Markup {
+fn run_row(base: &Base, run: &RunRecord, changes: bool) -> Markup {
     let key = &run.key;
+    let unskip = changes && unskippable(run);
     html! {
         tr {
             td { a href=(base.run(&key.job, &key.scheduled_at, &key.partition)) { (utc(&key.scheduled_at)) }
@@ -195,9 +214,23 @@ fn run_row(base: &Base, run: &RunRecord) -> Markup {
             td {
                 @if let Some(class) = &run.error_class { code { (class) } " " }
                 (run.error_message.as_deref().unwrap_or(""))
+                @if unskip {
+                    " · " a.unskip href=(format!("{}#form-unskip", base.run(&key.job, &key.scheduled_at, &key.partition))) { "Unskip…" }
+                }
             }
         }
     }
+}
+
+/// Whether the run is an operator's skip of a slot still ahead, which they can undo.
+pub(super) fn unskippable(run: &RunRecord) -> bool {
+    run.status == RunStatus::Skipped
+        && run.attempts.is_empty()
+        && run.key.scheduled_at > chrono::Utc::now()
+        && run
+            .error_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(SKIPPED_BY_OPERATOR))
 }
 
 /// When a `pending` run is due: "queued since" an instant already passed (it waits for a replica,

@@ -7,8 +7,9 @@
 //! | path | page |
 //! | --- | --- |
 //! | `/` | every job: schedule in words, zone, DST policy, guard, pause, last outcome, next 3 slots, runs in progress, live replicas running it |
-//! | `/jobs/{job}` | a job: timeline of its recent slots, its runs with their attempts, filters, actions |
-//! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, checkpoint, idempotency key, audit trail, retry and cancel |
+//! | `/jobs/{job}` | a job: its stored schedules, timeline of its recent slots, its runs with their attempts, filters, actions (skip the next slot, add a schedule) |
+//! | `/jobs/{job}/runs/{slot}` | a run (`?partition=`): attempts, checkpoint, idempotency key, audit trail, retry and cancel (unskip for an operator's skip ahead) |
+//! | `/schedules/{id}` | a stored schedule: its fields, next slots, version history; skip a slot, pause or resume with a note, change the expression or zone, remove |
 //! | `/failures` | failed, dead and abandoned runs of every job |
 //! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last hour) |
 //! | `/audit` | the audit trail |
@@ -23,8 +24,12 @@
 //!
 //! # Changes
 //!
-//! Every change (retry, cancel, trigger, pause, resume, backfill, retry of a range's failed runs) is a form with a required reason,
-//! then a confirmation page (for a backfill: the dry run's preview) with a second button. The forms
+//! Every change (retry, cancel, trigger, pause, resume, backfill, retry of a range's failed runs, skip
+//! and unskip of a slot, and the add, pause, resume, change and removal of a stored schedule) is a
+//! form with a required reason, then a confirmation page (for a backfill: the dry run's preview;
+//! for an added or changed schedule: its next slots) with a second button. A stored schedule's
+//! forms carry the version its page was read at: a form read before someone else's change is
+//! refused (409) and changes nothing. The forms
 //! carry a CSRF token (random per [`Dashboard`] unless [`Dashboard::csrf_token`] sets one shared by
 //! the replicas behind a load balancer); a `POST` without it, or one the browser marks cross-site
 //! (`Sec-Fetch-Site`), is refused with 403. [`Dashboard::read_only`] shows no forms and refuses every
@@ -55,6 +60,7 @@
 mod actions;
 mod audit;
 mod chart;
+mod confirm;
 mod failures;
 mod forms;
 mod glance;
@@ -65,6 +71,9 @@ mod missed;
 mod page;
 mod replicas;
 mod run;
+mod schedule;
+mod schedule_changes;
+mod schedules;
 mod search;
 mod security;
 mod timeline;
@@ -146,6 +155,11 @@ impl Dashboard {
             .route("/jobs/{job}", get(job::page))
             .route("/jobs/{job}/runs/{slot}", get(run::page))
             .route("/jobs/{job}/{action}", post(actions::submit))
+            .route("/schedules/{id}", get(schedule::page))
+            .route(
+                "/schedules/{id}/{action}",
+                post(schedule_changes::on_schedule),
+            )
             .route("/failures", get(failures::page))
             .route("/missed", get(missed::page))
             .route("/audit", get(audit::page))

@@ -54,6 +54,11 @@ impl Base {
         self.at(&format!("/jobs/{}", segment(job)))
     }
 
+    /// The page of a stored schedule.
+    pub(super) fn schedule(&self, id: &str) -> String {
+        self.at(&format!("/schedules/{}", segment(id)))
+    }
+
     /// The page of a run.
     pub(super) fn run(&self, job: &str, slot: &DateTime<Utc>, partition: &str) -> String {
         let mut url = format!("{}/runs/{}", self.job(job), segment(&rfc3339(slot)));
@@ -232,6 +237,13 @@ pub(super) fn notice(done: Option<&str>) -> Markup {
         Some("resume") => "Resumed.",
         Some("backfill") => "Backfill created: the runs become due at the rate asked for.",
         Some("retry-failed") => "Retried: the failed runs of the range are pending again.",
+        Some("skip") => {
+            "Skipped: the slot is recorded skipped with the reason; no replica runs it."
+        }
+        Some("unskip") => "Unskipped: the slot runs as its schedule says.",
+        Some("remove-schedule") => {
+            "Schedule removed: no slots from when the change takes effect; its history stays."
+        }
         _ => return PreEscaped(String::new()),
     };
     html! { p.notice role="status" { (text) } }

@@ -1,4 +1,5 @@
-//! A run's page: its attempts, idempotency key, audit trail, and retry or cancel.
+//! A run's page: its attempts, idempotency key, audit trail, and retry or cancel (or, for a slot
+//! ahead that an operator skipped, unskip).
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -7,6 +8,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::input::instant;
+use super::job::unskippable;
 use super::page::{
     Base, admin_error, badge, duration, frame, html_response, live, maybe, notice, segment, utc,
 };
@@ -58,11 +60,14 @@ async fn render(
         RunStatus::Running | RunStatus::Pending | RunStatus::Succeeded
     );
     let cancellable = matches!(run.status, RunStatus::Running | RunStatus::Pending);
+    // An operator's skip of a slot still ahead is undone, not retried.
+    let unskip = unskippable(&run);
     Ok(html! {
         h1 { "Run of " a.name href=(base.job(job)) { (job) } " at " (utc(&slot)) }
         (notice(query.done.as_deref()))
         (live("run", facts(&run)))
-        @if retryable { (forms::run_change(base, settings, job, "retry", &slot, partition)) }
+        @if retryable && !unskip { (forms::run_change(base, settings, job, "retry", &slot, partition)) }
+        @if unskip { (forms::run_change(base, settings, job, "unskip", &slot, partition)) }
         @if cancellable { (forms::run_change(base, settings, job, "cancel", &slot, partition)) }
         h2 { "Attempts" }
         (live("attempts", attempts(&run)))

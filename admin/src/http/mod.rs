@@ -70,6 +70,7 @@
 //! | `POST` | `/schedules/preview` | the fields of `POST /schedules` without `id` and `reason`, `"count"`? (1 to 1,000, default 5) | `{"next": [slot]}`; nothing is stored |
 //! | `GET` | `/schedules/{id}` | | schedule |
 //! | `PATCH` | `/schedules/{id}` | `{"version", …fields to change (`null` clears), "reason", "actor"?}` | schedule; `409 stale_version` |
+//! | `GET` | `/schedules/{id}/history` | | `{"versions": [schedule]}`: every version, oldest first, removals included (`next` empty) |
 //! | `GET` | `/schedules/{id}/missed` | `?from=&to=&limit=` (`to` defaults to now) | `{"partition", "missed": [slot], "next": from or null}`: the schedule's slots with no row |
 //! | `DELETE` | `/schedules/{id}` | `{"version"?, "reason", "actor"?}`, or `?version=&reason=&actor=` without a body | the removed version (`"removed": true`) |
 //! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
@@ -188,6 +189,7 @@ pub fn router(admin: Admin) -> Router {
                 .delete(schedules::remove),
         )
         .route("/schedules/{id}/missed", get(schedules::missed))
+        .route("/schedules/{id}/history", get(schedules::history))
         .route("/missed", get(reads::missed_everywhere))
         .route("/audit", get(reads::audit))
         .route("/replicas", get(reads::replicas))

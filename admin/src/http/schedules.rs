@@ -143,6 +143,24 @@ struct PreviewDto {
     next: Vec<DateTime<Utc>>,
 }
 
+#[derive(Serialize)]
+struct HistoryDto {
+    versions: Vec<ScheduleDto>,
+}
+
+/// `GET /schedules/{id}/history`: every version, oldest first.
+pub(super) async fn history(
+    State(admin): State<Admin>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let history = admin.schedule_history(&id).await?;
+    let versions = history
+        .iter()
+        .map(|v| ScheduleDto::of(v, Vec::new()))
+        .collect();
+    Ok(json(StatusCode::OK, &HistoryDto { versions }))
+}
+
 /// `GET /schedules/{id}/missed`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -107,6 +107,22 @@ async fn a_schedule_is_added_read_changed_and_removed_with_its_next_slots() {
     )
     .await;
     assert_eq!(removed.expect(StatusCode::OK).body["removed"], true);
+    let history = get(&app, "/internal/schedules/acme-report/history").await;
+    let versions = history.expect(StatusCode::OK).body["versions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let kept: Vec<(i64, bool)> = versions
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_i64().unwrap(),
+                v["removed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kept, [(1, false), (2, false), (3, true)]);
+    assert_eq!(versions[2]["reason"], "acme left");
     let gone = get(&app, "/internal/schedules/acme-report").await;
     // A DELETE without a body names its fields in the query.
     post(&app, "/internal/schedules", acme())
