@@ -119,7 +119,7 @@ pub(super) async fn submit(
 ) -> Response {
     let by = match confirm::asked_by(&ui, &base, &headers, actor, &form) {
         Ok(by) => by,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if schedule_changes::ON_JOB.contains(&action.as_str()) {
         return schedule_changes::on_job(&ui, &base, &job, &action, &by, &form).await;

@@ -135,14 +135,14 @@ pub(super) fn asked_by(
     headers: &axum::http::HeaderMap,
     actor: Option<axum::extract::Extension<crate::http::Actor>>,
     form: &ChangeForm,
-) -> Result<crate::ChangeRequest, axum::response::Response> {
+) -> Result<crate::ChangeRequest, Box<axum::response::Response>> {
     let actor = actor.map(|axum::extract::Extension(a)| a);
     match super::security::operator(&ui.settings, headers, actor.as_ref(), &form.csrf) {
         Ok(name) => Ok(crate::ChangeRequest::new(name, form.reason.trim())),
-        Err(refusal) => Err(super::page::error_page(
+        Err(refusal) => Err(Box::new(super::page::error_page(
             base,
             refusal.status(),
             refusal.message(),
-        )),
+        ))),
     }
 }

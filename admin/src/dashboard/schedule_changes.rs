@@ -96,7 +96,7 @@ pub(super) async fn on_schedule(
 ) -> Response {
     let by = match confirm::asked_by(&ui, &base, &headers, actor, &form) {
         Ok(by) => by,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let change = match read_change(&ui.admin, &id, &action, &by, &form).await {
         Ok(change) => change,
