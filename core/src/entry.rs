@@ -135,13 +135,20 @@ impl JobEntry {
         }
     }
 
-    /// What the store needs to hand this job's due work out.
+    /// What the store needs to hand this job's due work out. A job whose chain takes the flag or
+    /// the lock gets one run per call: one flag and one lock cover one body (its stored schedules'
+    /// partitions may have due work of their own at once).
     pub(crate) fn due_spec(&self) -> DueSpec {
         let here = self.bodies.load(Ordering::Acquire);
         let room = self
             .limits
             .0
             .map(|n| n.saturating_sub(u32::try_from(here).unwrap_or(u32::MAX)));
+        let one_at_a_time = (self.layers.flag || self.layers.lock).then_some(1);
+        let room = match (room, one_at_a_time) {
+            (Some(room), Some(one)) => Some(room.min(one)),
+            (room, one) => room.or(one),
+        };
         DueSpec {
             job: self.name.to_string(),
             max_attempts: self.retry.max_attempts,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use slotguard::store::{ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite};
+use slotguard::store::{RunStatus, ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite};
 use slotguard::timeline::Timeline;
 use slotguard::{
     GuardLevel, Job, JobContext, MemoryBackend, Role, Scheduler, SchedulerHandle, TokioClock,
@@ -29,6 +29,7 @@ impl Ran {
             async move {
                 let partition = ctx.partition().unwrap_or_default().to_owned();
                 let fails = partition == "fragile";
+                let flaky = partition.starts_with("flaky") && ctx.attempt() == 1;
                 ran.0
                     .lock()
                     .unwrap()
@@ -37,10 +38,18 @@ impl Ran {
                 if fails {
                     return Err(slotguard::JobError::permanent("the tenant's bank said no"));
                 }
+                if flaky {
+                    return Err(slotguard::JobError::transient("try again"));
+                }
                 Ok(())
             }
         })
         .guard(GuardLevel::Slot)
+        .retry(slotguard::RetryPolicy::exponential(
+            3,
+            Duration::from_millis(500),
+            Duration::from_millis(500),
+        ))
     }
 
     /// The slots of `partition` that ran, in order; panics on a slot that ran twice.
@@ -316,6 +325,35 @@ async fn a_failure_pauses_the_schedules_that_ask_for_it() {
     // The failed slot, and at most the one claimed before the pause took effect.
     assert!((1..=2).contains(&fragile.len()), "{fragile:?}");
     assert!(ran.slots("sturdy").len() >= 4);
+}
+
+/// The job's own chain takes the flag and the lock; two stored schedules' retries fall due at
+/// once on two partitions: recovery claims them one at a time, and each slot succeeds on its second
+/// attempt (a claim of both under one flag was a bug).
+#[tokio::test(start_paused = true)]
+async fn retries_of_two_partitions_due_at_once_each_run_once() {
+    let clock = start_clock();
+    let store = MemoryBackend::with_clock(Arc::new(clock));
+    let ran = Ran::default();
+    let handle = replica(&store, clock, "a", &ran).await;
+    write(&store, "flaky-a", 0, Some(spec("*/2 * * * * *", "flaky-a"))).await;
+    write(&store, "flaky-b", 0, Some(spec("*/2 * * * * *", "flaky-b"))).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    handle.shutdown().await;
+    let runs = store.runs();
+    let done: Vec<_> = runs
+        .iter()
+        .filter(|r| r.key.scheduled_at <= "2026-06-01T00:00:04Z".parse::<DateTime<Utc>>().unwrap())
+        .map(|r| (r.key.partition.as_str(), r.status, r.attempt))
+        .collect();
+    assert_eq!(done.len(), 4, "{runs:?}");
+    for (partition, status, attempt) in done {
+        assert_eq!(
+            (status, attempt),
+            (RunStatus::Succeeded, 2),
+            "{partition}: {runs:?}"
+        );
+    }
 }
 
 /// A clock the test reads.

@@ -31,6 +31,7 @@ macro_rules! contract {
             batched_finishes_are_fenced(),
             due_work_is_one_at_a_time(),
             newer_slots_fence_stale_runs(stale),
+            recovered_runs_fence_other_stale_runs(stale),
             existing_slots_are_found(),
             slots_are_queued_once(),
             due_work_keeps_its_limits(),

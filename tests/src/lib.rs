@@ -801,6 +801,63 @@ pub async fn newer_slots_fence_stale_runs(backend: &dyn Backend, stale_after: Du
     assert_eq!((again[0].key.clone(), again[0].lease.attempt), (old.key, 2));
 }
 
+/// A run handed out again fences the other stale runs of its job and partition: a holder frozen
+/// while the recovered run starts has its heartbeat and outcome refused, so it cannot run on beside
+/// it unnoticed; its slot runs once the recovered one has ended.
+pub async fn recovered_runs_fence_other_stale_runs(backend: &dyn Backend, stale_after: Duration) {
+    let job = "contract_due_fence";
+    let skip = |s: &str| with_overlap(request(job, s, stale_after), Overlap::Skip);
+    let (old, newer) = (skip("2026-01-04T00:00:00Z"), skip("2026-01-04T00:00:05Z"));
+    let killed = won(&backend
+        .claim("killed", std::slice::from_ref(&old))
+        .await
+        .expect("claim")[0]);
+    tokio::time::sleep(stale_after + stale_after / 2 + Duration::from_millis(200)).await;
+    // The newer slot fences the killed holder's run (due again at once) and is then frozen.
+    let frozen = won(&backend
+        .claim("frozen", std::slice::from_ref(&newer))
+        .await
+        .expect("claim")[0]);
+    assert_fenced(backend, "killed", &killed, "the killed holder").await;
+    tokio::time::sleep(stale_after + stale_after / 2 + Duration::from_millis(200)).await;
+    let serial = [DueSpec::new(job, 3)];
+    let first = backend.claim_due("c", &serial, 10).await.expect("due");
+    assert_eq!(
+        first.len(),
+        1,
+        "one run of the job and partition at a time: {first:?}"
+    );
+    assert_eq!((first[0].key.clone(), first[0].lease.attempt), (old.key, 2));
+    assert_fenced(
+        backend,
+        "frozen",
+        &frozen,
+        "the frozen holder of the newer slot",
+    )
+    .await;
+    assert!(
+        backend
+            .claim_due("c", &serial, 10)
+            .await
+            .expect("due")
+            .is_empty(),
+        "the fenced run waits while the recovered one runs"
+    );
+    let ok = Finish::succeeded();
+    assert!(
+        backend
+            .finish_one("c", &first[0].lease, &ok)
+            .await
+            .expect("finish")
+    );
+    let again = backend.claim_due("d", &serial, 10).await.expect("due");
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(
+        (again[0].key.clone(), again[0].lease.attempt),
+        (newer.key, 2)
+    );
+}
+
 /// `existing_slots` answers, in order, which slots have a row.
 pub async fn existing_slots_are_found(backend: &dyn Backend) {
     let stale = Duration::from_secs(60);

@@ -98,7 +98,13 @@ impl PgBackend {
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             let (buried, max_attempts, due) = due_row(row)?;
-            if buried {
+            if row.try_get::<bool, _>("fenced").map_err(PgError::from)? {
+                Event::Fenced {
+                    key: &due.key,
+                    run_id: due.lease.run_id,
+                }
+                .emit();
+            } else if buried {
                 Event::Dead {
                     key: &due.key,
                     run_id: due.lease.run_id,

@@ -424,7 +424,7 @@ impl Shared {
         let now = self.now(&mut w).await?;
         let rows = self.active_rows(&mut *w.tx, &unique, now, limit).await?;
         let plan = rules::plan_due(specs, &rows, at(now), limit);
-        for (id, change) in plan.decide.iter().chain(&plan.bury) {
+        for (id, change) in plan.decide.iter().chain(&plan.bury).chain(&plan.fence) {
             self.change(&mut w, *id, *change, now).await?;
         }
         let mut claimed = Vec::with_capacity(plan.claim.len());

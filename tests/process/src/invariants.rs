@@ -1,5 +1,7 @@
 //! The invariants every fault scenario checks, over the effects ledger (what the job bodies did) and
-//! the runs table (what the store accepted):
+//! the runs table (what the store accepted). A slot is a job, an instant and a partition (the ledger
+//! names the partition of a run that has one, as a stored schedule's runs do); [`schedules`] adds the
+//! checks of stored schedules:
 //!
 //! - **(a) at most one accepted completion per slot**: of the executions of a slot in the ledger, at
 //!   most one ended (`end`) under the token of a `succeeded` attempt; an accepted completion has an
@@ -31,6 +33,8 @@ use chrono::{DateTime, Utc};
 use slotguard::store::{RunRecord, RunStatus};
 
 use crate::Effect;
+
+pub mod schedules;
 
 /// A slot as the ledger writes it.
 pub fn slot_name(at: DateTime<Utc>) -> String {
@@ -137,18 +141,18 @@ pub fn check(
         expected: expected.len(),
         ..Report::default()
     };
-    let mut ledger: BTreeMap<(String, String), Vec<&Effect>> = BTreeMap::new();
+    let mut ledger: BTreeMap<Key, Vec<&Effect>> = BTreeMap::new();
     for e in effects {
         ledger
-            .entry((e.job.clone(), e.slot.clone()))
+            .entry(Key::new(&e.job, &e.slot, &e.partition))
             .or_default()
             .push(e);
     }
-    let mut rows: BTreeMap<(String, String), &RunRecord> = BTreeMap::new();
+    let mut rows: BTreeMap<Key, &RunRecord> = BTreeMap::new();
     for run in runs {
         *report.statuses.entry(run.status.as_str()).or_insert(0) += 1;
-        let key = (run.key.job.clone(), slot_name(run.key.scheduled_at));
-        if run.key.partition.is_empty() && rows.insert(key.clone(), run).is_some() {
+        let key = Key::of(run);
+        if rows.insert(key.clone(), run).is_some() {
             report
                 .violations
                 .push(format!("{key:?}: two rows for one slot"));
@@ -168,7 +172,7 @@ pub fn check(
         }
     }
     for key in expected {
-        if !rows.contains_key(key) {
+        if !rows.contains_key(&Key::new(&key.0, &key.1, "")) {
             report
                 .violations
                 .push(format!("{key:?}: expected slot has no row"));
@@ -177,9 +181,46 @@ pub fn check(
     report
 }
 
+/// A slot as the checker names it: job, slot as written, partition. It reads `("job", "slot")`
+/// in the violations, with the partition third when there is one.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    job: String,
+    slot: String,
+    partition: String,
+}
+
+impl Key {
+    fn new(job: &str, slot: &str, partition: &str) -> Key {
+        Key {
+            job: job.to_owned(),
+            slot: slot.to_owned(),
+            partition: partition.to_owned(),
+        }
+    }
+
+    fn of(run: &RunRecord) -> Key {
+        Key::new(
+            &run.key.job,
+            &slot_name(run.key.scheduled_at),
+            &run.key.partition,
+        )
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.partition.is_empty() {
+            (&self.job, &self.slot).fmt(f)
+        } else {
+            (&self.job, &self.slot, &self.partition).fmt(f)
+        }
+    }
+}
+
 fn check_run(
     run: &RunRecord,
-    key: &(String, String),
+    key: &Key,
     effects: Option<&Vec<&Effect>>,
     db_now: DateTime<Utc>,
     grace: Duration,

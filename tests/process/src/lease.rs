@@ -115,6 +115,7 @@ mod tests {
             instance: format!("n{pid}"),
             pid,
             at: Some(at(ms)),
+            partition: String::new(),
         }
     }
 

@@ -152,16 +152,19 @@ pub struct Effect {
     /// When the line was written, by the replica's system clock (the real one, never the skewed
     /// clock `--skew-ms` gives the scheduler); `None` in a ledger of the older 7-field format.
     pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The run's partition key; empty when it has none (every run but a partition's or a stored
+    /// schedule's).
+    pub partition: String,
 }
 
 /// Reads the effects ledger written by `sg-node`: `kind job slot attempt token instance pid
-/// [unix_us]`.
+/// [unix_us [partition]]`.
 pub fn read_ledger(path: &Path) -> Vec<Effect> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split(' ').collect();
-            (f.len() == 7 || f.len() == 8).then(|| Effect {
+            (7..=9).contains(&f.len()).then(|| Effect {
                 kind: f[0].to_owned(),
                 job: f[1].to_owned(),
                 slot: f[2].to_owned(),
@@ -173,6 +176,7 @@ pub fn read_ledger(path: &Path) -> Vec<Effect> {
                     .get(7)
                     .and_then(|us| us.parse().ok())
                     .and_then(chrono::DateTime::from_timestamp_micros),
+                partition: f.get(8).map_or_else(String::new, |p| (*p).to_owned()),
             })
         })
         .collect()

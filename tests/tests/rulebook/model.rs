@@ -175,7 +175,7 @@ impl Model {
             .map(Row::facts)
             .collect();
         let plan = rules::plan_due(specs, &facts, self.now, limit);
-        for (id, change) in plan.decide.iter().chain(&plan.bury) {
+        for (id, change) in plan.decide.iter().chain(&plan.bury).chain(&plan.fence) {
             self.change(*id, *change);
         }
         let claimed = plan

@@ -300,15 +300,44 @@ abandon AS (
 attempts AS (
     INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
     SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
+),
+fenced AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'abandoned',
+        next_attempt_at = {now},
+        error_message = {heartbeat_expired},
+        updated_at = {now}
+    FROM upd u
+    JOIN spec s ON s.job_name = u.job_name
+    WHERE s.overlap <> 'allow'
+      AND j.job_name = u.job_name
+      AND j.partition_key = u.partition_key
+      AND j.id <> u.id
+      AND j.status = 'running'
+      AND j.heartbeat_at + j.stale_after < {now}
+      AND j.id NOT IN (SELECT id FROM dead)
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
+              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
+),
+fenced_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
+    FROM fenced f
+    WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
 )
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts
+       wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts,
+       false AS fenced
 FROM upd
 UNION ALL
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, trace_parent, true, max_attempts
+       wall_time, business_date, trace_parent, true, max_attempts, false
 FROM dead
-ORDER BY buried, scheduled_at, job_name, partition_key
+UNION ALL
+SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
+       wall_time, business_date, trace_parent, false, 0, true
+FROM fenced
+ORDER BY buried, fenced, scheduled_at, job_name, partition_key
 "#
 );
 

@@ -251,7 +251,7 @@ impl SlotStore for MemoryBackend {
         self.check(&inner)?;
         let rows = inner.active_rows(specs);
         let plan = rules::plan_due(specs, &rows, now, limit);
-        for (id, change) in plan.decide.iter().chain(&plan.bury) {
+        for (id, change) in plan.decide.iter().chain(&plan.bury).chain(&plan.fence) {
             if let Some(run) = inner.run_by_id(*id) {
                 run.apply(*change, now);
             }

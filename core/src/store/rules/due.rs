@@ -25,6 +25,11 @@ pub struct DuePlan {
     /// every token handed out before the call: `running`, attempt + 1, a fresh heartbeat, no next attempt; a still-running previous
     /// attempt is closed `abandoned` ([`reason::HEARTBEAT_EXPIRED`](super::reason::HEARTBEAT_EXPIRED)).
     pub claim: Vec<i64>,
+    /// The other stale `running` runs of the job and partition of a run handed out (overlap not
+    /// `allow`), fenced ([`Change::Fence`]) as a new slot fences them: their frozen holders'
+    /// heartbeats and writes are refused from now on, so that a holder that wakes runs beside the
+    /// new attempt for no longer than its body takes to notice.
+    pub fence: Vec<(i64, Change)>,
 }
 
 impl DuePlan {
@@ -56,6 +61,14 @@ impl DuePlan {
                 events.push(Event::Replaced {
                     key: &r.key,
                     replaced: *replaced,
+                });
+            }
+        }
+        for (id, _) in &self.fence {
+            if let Some(r) = row(*id) {
+                events.push(Event::Fenced {
+                    key: &r.key,
+                    run_id: *id,
                 });
             }
         }
@@ -183,6 +196,9 @@ fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
 ///    and partition is handed out.
 /// 4. A job gets at most its spec's `limit`, and at most `cluster_limit` minus its runs already
 ///    `running` fresh; the call hands out at most `limit` runs, oldest slot first.
+/// 5. Unless its job's overlap is `allow`, the other stale `running` runs of the job and partition
+///    of a run handed out (not handed out nor buried themselves) are fenced: `abandoned`, due again
+///    at once, their attempts closed.
 pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit: usize) -> DuePlan {
     let rows = with_specs(specs, rows);
     let (decide, replacing) = decide_queued(&rows, now);
@@ -209,7 +225,7 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
     let exhausted = |row: &RowFacts, spec: &DueSpec| {
         row.attempt >= spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now))
     };
-    let bury = rows
+    let bury: Changes = rows
         .iter()
         .filter(|(row, spec)| exhausted(row, spec))
         .take(limit)
@@ -249,12 +265,36 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         *mine += 1;
         claim.push(row.id);
     }
+    let fence = fenced(&rows, &claim, &bury, now);
     DuePlan {
         decide,
         replacing,
         bury,
         claim,
+        fence,
     }
+}
+
+/// The stale `running` runs of the job and partition of a run `claim` hands out (overlap not
+/// `allow`), other than the runs handed out or buried.
+fn fenced(
+    rows: &[(&RowFacts, &DueSpec)],
+    claim: &[i64],
+    bury: &[(i64, Change)],
+    now: DateTime<Utc>,
+) -> Changes {
+    let pair = |row: &RowFacts| (row.key.job.clone(), row.key.partition.clone());
+    let claimed: HashSet<(String, String)> = rows
+        .iter()
+        .filter(|(row, spec)| spec.overlap != Overlap::Allow && claim.contains(&row.id))
+        .map(|(row, _)| pair(row))
+        .collect();
+    rows.iter()
+        .filter(|(row, _)| row.status == RunStatus::Running && row.is_stale(now))
+        .filter(|(row, _)| !claim.contains(&row.id) && !bury.iter().any(|(id, _)| *id == row.id))
+        .filter(|(row, _)| claimed.contains(&pair(row)))
+        .map(|(row, _)| (row.id, Change::Fence))
+        .collect()
 }
 
 /// The rows of `specs`' jobs, each with its job's first spec, oldest slot first.

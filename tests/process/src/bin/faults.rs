@@ -69,6 +69,8 @@ mod restart;
 mod retries;
 #[path = "faults/rolling.rs"]
 mod rolling;
+#[path = "faults/sched_edits.rs"]
+mod sched_edits;
 #[path = "faults/sigstop.rs"]
 mod sigstop;
 #[path = "faults/terminate.rs"]

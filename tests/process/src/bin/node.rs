@@ -35,7 +35,9 @@
 //! `--fail-while PATH`: the body fails (after writing `start`, then `failed ...`) while PATH exists.
 //!
 //! Every job body appends to the effects ledger before doing anything else (`start <job> <slot>
-//! <attempt> <token> <instance> <pid> <unix_us>`, the last field the real time of the write), then works for `--work-ms` (or until told to stop), then
+//! <attempt> <token> <instance> <pid> <unix_us> [<partition>]`, `unix_us` the real time of the
+//! write, the partition only when the run has one: a stored schedule's slots are on its partition),
+//! then works for `--work-ms` (or until told to stop), then
 //! appends `end ...` or `lost ...` with whether its ownership was lost. Duplicates are counted from the
 //! ledger, from what actually ran. Prints `ready` once started and `stopped ...` after a graceful
 //! shutdown on SIGTERM or SIGINT.
@@ -118,17 +120,23 @@ impl Args {
     }
 }
 
-/// Appends `line` and the real time in microseconds (the system clock, not the scheduler's clock,
-/// which `--skew-ms` and `--start-at` move), so that the checker can tell when bodies ran.
-fn append(ledger: &str, line: &str) {
+/// Appends `line`, the real time in microseconds (the system clock, not the scheduler's clock,
+/// which `--skew-ms` and `--start-at` move), so that the checker can tell when bodies ran, and the
+/// run's partition when it has one (a stored schedule's slots are on their partition).
+fn append(ledger: &str, line: &str, partition: &str) {
     let at = chrono::Utc::now().timestamp_micros();
+    let line = if partition.is_empty() {
+        format!("{line} {at}\n")
+    } else {
+        format!("{line} {at} {partition}\n")
+    };
     // One write per line with O_APPEND: lines of several processes never interleave.
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(ledger)
     {
-        let _ = f.write_all(format!("{line} {at}\n").as_bytes());
+        let _ = f.write_all(line.as_bytes());
         let _ = f.sync_data();
     }
 }
@@ -334,12 +342,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         instance,
                         std::process::id()
                     );
-                    append(&ledger, &format!("start {id}"));
+                    let partition = ctx.partition().unwrap_or_default().to_owned();
+                    let note = |line: &str| append(&ledger, line, &partition);
+                    note(&format!("start {id}"));
                     if fail_while
                         .as_deref()
                         .is_some_and(|p| std::path::Path::new(p).exists())
                     {
-                        append(&ledger, &format!("failed {id}"));
+                        note(&format!("failed {id}"));
                         return Err(JobError::from("told to fail"));
                     }
                     tokio::select! {
@@ -347,14 +357,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         () = ctx.cancelled() => {}
                     }
                     if ctx.is_lost() {
-                        append(&ledger, &format!("lost {id}"));
+                        note(&format!("lost {id}"));
                         return Err(JobError::from("ownership lost"));
                     }
                     if ctx.is_cancelled() {
-                        append(&ledger, &format!("cancelled {id}"));
+                        note(&format!("cancelled {id}"));
                         return Err(JobError::from("stopped by shutdown"));
                     }
-                    append(&ledger, &format!("end {id}"));
+                    note(&format!("end {id}"));
                     Ok(())
                 }
             })

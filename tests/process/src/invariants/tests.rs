@@ -60,6 +60,7 @@ fn effect(kind: &str, slot: i64, attempt: u32, token: i64) -> Effect {
         instance: "n".into(),
         pid: 1,
         at: None,
+        partition: String::new(),
     }
 }
 
@@ -316,4 +317,49 @@ fn slots_of_a_step_are_aligned() {
     let got: Vec<i64> = every(from, to, 2).iter().map(|t| t.timestamp()).collect();
     assert_eq!(got, [1_002, 1_004, 1_006, 1_008, 1_010]);
     assert_eq!(every(at(0), at(0), 1), [at(0)]);
+}
+
+#[test]
+fn the_partitions_of_one_instant_are_slots_apart() {
+    // The job's own slot at 0 s (token 1) and its partition `acme`'s (token 2), each run once.
+    let mut acme = run(
+        0,
+        RunStatus::Succeeded,
+        vec![attempt(1, 2, RunStatus::Succeeded, 0, Some(1))],
+    );
+    acme.key.partition = "acme".into();
+    let own = run(
+        0,
+        RunStatus::Succeeded,
+        vec![attempt(1, 1, RunStatus::Succeeded, 0, Some(1))],
+    );
+    let of = |e: Effect, partition: &str| Effect {
+        partition: partition.into(),
+        ..e
+    };
+    let mut effects = vec![
+        effect("start", 0, 1, 1),
+        effect("end", 0, 1, 1),
+        of(effect("start", 0, 1, 2), "acme"),
+        of(effect("end", 0, 1, 2), "acme"),
+    ];
+    let runs = [own, acme];
+    let v = violations(&effects, &runs, &[0]);
+    assert!(v.is_empty(), "{v:?}");
+    // The partition's execution written as the job's own slot: under no attempt of that slot.
+    effects[2].partition.clear();
+    let v = violations(&effects, &runs, &[0]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("(\"job000\", \"2027-01-15T08:00:00Z\")")
+                && m.contains("no attempt holds")),
+        "{v:?}"
+    );
+    // An execution of the partition with no row is named with its partition.
+    let v = violations(&[of(effect("start", 0, 1, 2), "acme")], &[], &[]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("\"acme\")") && m.contains("with no row")),
+        "{v:?}"
+    );
 }

@@ -35,10 +35,23 @@ pub(crate) fn busy_args(work_ms: u64) -> Vec<String> {
 }
 
 /// The replica running the most job bodies right now, by its index in `nodes`, with the jobs it
-/// runs. A body runs where the runs table has its row `running` with a fresh heartbeat (database
-/// clock) and the ledger has a `start` under the row's token and nothing after it; the `start`
-/// names the process, which must be one of `nodes` (not a killed one whose rows are not yet stale).
+/// runs (see [`bodies_per_replica`]).
 fn busy_replica(sc: &Sc, pool: &sqlx::PgPool, nodes: &[Node]) -> Option<(usize, Vec<String>)> {
+    bodies_per_replica(sc, pool, nodes)?
+        .into_iter()
+        .max_by_key(|(_, jobs)| jobs.len())
+}
+
+/// The job bodies each replica runs right now, by its index in `nodes` (those running none left
+/// out); `None` when the runs table could not be read. A body runs where the runs table has its
+/// row `running` with a fresh heartbeat (database clock) and the ledger has a `start` under the
+/// row's token and nothing after it; the `start` names the process, which must be one of `nodes`
+/// (not a killed one whose rows are not yet stale).
+pub(crate) fn bodies_per_replica(
+    sc: &Sc,
+    pool: &sqlx::PgPool,
+    nodes: &[Node],
+) -> Option<BTreeMap<usize, Vec<String>>> {
     let sql = format!(
         "SELECT job_name, fencing_token FROM \"{}\".job_runs \
          WHERE status = 'running' AND heartbeat_at + stale_after >= now()",
@@ -62,7 +75,7 @@ fn busy_replica(sc: &Sc, pool: &sqlx::PgPool, nodes: &[Node]) -> Option<(usize, 
             per_node.entry(i).or_default().push(job);
         }
     }
-    per_node.into_iter().max_by_key(|(_, jobs)| jobs.len())
+    Some(per_node)
 }
 
 /// Waits for the next whole second plus 150 to 700 ms (seeded), when the bodies of that second's

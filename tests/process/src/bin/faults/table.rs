@@ -7,7 +7,7 @@ use crate::harness::Outcome;
 use crate::sc::Sc;
 use crate::{
     busy, catchup, catchup_kill, clock, dst, kill9, lock_session, once_abandoned, overrun, pool,
-    proxy, race, redis, restart, retries, rolling, sigstop, terminate, tick_restart,
+    proxy, race, redis, restart, retries, rolling, sched_edits, sigstop, terminate, tick_restart,
     worker_overlap, workers,
 };
 
@@ -201,5 +201,11 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         quick: true,
         what: "no faults: 960 ms bodies every second, overlap skip, in the worker shape beside the in-process shape",
         run: worker_overlap::workeroverlap,
+    },
+    Scenario {
+        name: "schededits",
+        quick: true,
+        what: "4 replicas follow 3 stored schedules flipped, paused, removed and re-added, one slot skipped, while one replica is killed and another stopped past stale",
+        run: sched_edits::schededits,
     },
 ];
