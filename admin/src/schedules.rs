@@ -76,9 +76,10 @@ impl Admin {
             });
         }
         let spec = new_spec(fields)?;
-        self.checked(&spec).await?;
+        let record = self.checked(&spec).await?;
         let expected = latest.map_or(0, |v| v.version);
-        self.write(id, expected, Some(&spec), by).await
+        let written = self.write(id, expected, Some(&spec), by).await?;
+        Ok(self.with_written(history, written, &record))
     }
 
     /// Changes schedule `id`, read at `version`: slots from the moment the change takes effect
@@ -107,7 +108,8 @@ impl Admin {
         if carry && spec.remaining_runs.is_some() {
             spec.remaining_runs = Some(self.runs_left(&history, &record));
         }
-        self.write(id, version, Some(&spec), by).await
+        let written = self.write(id, version, Some(&spec), by).await?;
+        Ok(self.with_written(history, written, &record))
     }
 
     /// Removes schedule `id`, read at `version` (`None`: whatever its latest version is): it has no
@@ -127,7 +129,7 @@ impl Admin {
         let latest = history.last().map_or(0, |v| v.version);
         let version = version.unwrap_or(latest);
         stale(id, version, latest)?;
-        Ok(self.write(id, version, None, by).await?.version)
+        self.write(id, version, None, by).await
     }
 
     /// Schedule `id` with its next slots.
@@ -219,27 +221,42 @@ impl Admin {
         }
     }
 
-    /// Stores the version, and answers the schedule it makes.
+    /// Stores the version, or says why not.
     async fn write(
         &self,
         id: &str,
         expected: i64,
         spec: Option<&ScheduleSpec>,
         by: &ChangeRequest,
-    ) -> Result<StoredSchedule, AdminError> {
+    ) -> Result<ScheduleVersion, AdminError> {
         let written = self
             .store
             .write_schedule(id, expected, spec, &by.actor, &by.reason)
             .await?;
-        if let ScheduleWrite::Stale { current } = written {
-            return Err(AdminError::StaleVersion {
+        match written {
+            ScheduleWrite::Written(version) => Ok(version),
+            ScheduleWrite::Stale { current } => Err(AdminError::StaleVersion {
                 id: shown(id),
                 asked: expected,
                 current,
-            });
+            }),
         }
-        let history = self.store.schedule_history(id).await?;
-        self.stored(history).await
+    }
+
+    /// The schedule `history` (read before the write, at the version the write expected) makes
+    /// once `written` follows it: nothing can have come between them, so nothing is read again.
+    fn with_written(
+        &self,
+        mut history: Vec<ScheduleVersion>,
+        written: ScheduleVersion,
+        record: &JobRecord,
+    ) -> StoredSchedule {
+        history.push(written.clone());
+        let timeline = Timeline::new(&history, calendar(record).as_ref());
+        StoredSchedule {
+            next: slots(&timeline, self.clock.now(), PREVIEW_SLOTS),
+            version: written,
+        }
     }
 
     /// The latest version of `history` with its next slots.

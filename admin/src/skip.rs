@@ -133,7 +133,13 @@ impl Admin {
                 {
                     continue;
                 }
-                let history = self.store.schedule_history(&latest.id).await?;
+                // The latest version decides a slot at or after its effect; only an earlier slot
+                // needs the versions before it.
+                let history = if latest.effective_at <= slot {
+                    vec![latest.clone()]
+                } else {
+                    self.store.schedule_history(&latest.id).await?
+                };
                 let timeline = Timeline::new(&history, calendar.as_ref());
                 if let Some((named, version)) = timeline.next_after(before)
                     && named.scheduled_at == slot

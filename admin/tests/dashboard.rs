@@ -8,10 +8,8 @@ use slotguard::store::SlotStoreExt as _;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::http::{StatusCode, header};
 use chrono::{DateTime, Utc};
-use http_body_util::BodyExt;
 use slotguard::store::{
     AdminStore, Claim, ClaimRequest, Finish, JobDefinition, RunFilter, SlotKey, SlotStore, Trigger,
 };
@@ -19,10 +17,14 @@ use slotguard::{ErrorClass, MemoryBackend, Overlap, Schedule, check_job_name};
 use slotguard_admin::Admin;
 use slotguard_admin::dashboard::Dashboard;
 use slotguard_admin::http::Actor;
-use tower::ServiceExt;
 
+// `post`, the same-origin shorthand, is the other form tests' own.
+#[allow(dead_code)]
+#[path = "support/form.rs"]
+mod form;
 #[path = "support/registered.rs"]
 mod registered;
+use form::{encode, fetch as get, post_from as post};
 use registered::registered_a_year_ago;
 
 const SETTLEMENT: &str = "daily-settlement";
@@ -118,53 +120,6 @@ fn app(backend: &MemoryBackend, operator: Option<&str>, read_only: bool) -> Rout
         Some(name) => router.layer(axum::Extension(Actor(name.to_owned()))),
         None => router,
     }
-}
-
-struct Page {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
-async fn call(app: &Router, request: Request<Body>) -> Page {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Page {
-        status,
-        headers,
-        body: String::from_utf8(bytes.to_vec()).unwrap(),
-    }
-}
-
-async fn get(app: &Router, uri: &str) -> Page {
-    call(app, Request::get(uri).body(Body::empty()).unwrap()).await
-}
-
-async fn post(app: &Router, uri: &str, fields: &[(&str, &str)], site: &str) -> Page {
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect();
-    let request = Request::post(uri)
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header("sec-fetch-site", site)
-        .body(Body::from(body.join("&")))
-        .unwrap();
-    call(app, request).await
-}
-
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// The text of an HTML page with the markup maud writes for `text`.

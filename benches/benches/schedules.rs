@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use slotguard::store::{ScheduleSpec, ScheduleStore, ScheduleWrite};
 use slotguard::{GuardLevel, Job, JobContext, Scheduler, SchedulerHandle};
+use slotguard_benches::{cpu_ticks, rss_bytes};
 use slotguard_postgres::PgBackend;
 use slotguard_tests::pg::{TestSchema, database_url};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
@@ -99,26 +100,6 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Reads {
             self.0.lock().unwrap().push((replica, seq, Instant::now()));
         }
     }
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
-
-/// User + system CPU time of this process, in clock ticks (1/100 s on Linux).
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let stime: u64 = fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    utime + stime
 }
 
 async fn connect(schema: &TestSchema) -> PgBackend {

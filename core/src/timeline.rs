@@ -162,11 +162,6 @@ impl Timeline {
             .find(|s| s.version == version)
             .and_then(|s| s.slots.as_ref().map(|b| &b.schedule))
     }
-
-    /// The latest version.
-    pub fn version(&self) -> i64 {
-        self.spans.last().map_or(0, |s| s.version)
-    }
 }
 
 /// The schedule within its start, end and remaining runs counted from `effective_at`; `None` when
@@ -199,4 +194,114 @@ fn bounded(
         bounded.until = Some(bounded.until.map_or(last, |u| u.min(last)));
     }
     Some(bounded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn spec(cron: &str) -> ScheduleSpec {
+        ScheduleSpec {
+            job: "j".into(),
+            cron: cron.into(),
+            zone: "UTC".into(),
+            dst: "vixie".into(),
+            partition: String::new(),
+            start_at: None,
+            end_at: None,
+            remaining_runs: None,
+            paused: false,
+            note: None,
+            pause_on_failure: false,
+        }
+    }
+
+    fn version(n: i64, spec: Option<ScheduleSpec>, effective: &str) -> ScheduleVersion {
+        ScheduleVersion {
+            id: "s".into(),
+            version: n,
+            spec,
+            effective_at: at(effective),
+            changed_by: "t".into(),
+            changed_at: at(effective),
+            reason: "r".into(),
+            seq: n,
+        }
+    }
+
+    fn seconds(timeline: &Timeline, after: &str, n: usize) -> Vec<u32> {
+        use chrono::Timelike;
+        timeline
+            .upcoming(at(after), n)
+            .iter()
+            .map(|s| s.scheduled_at.second())
+            .collect()
+    }
+
+    /// Each version rules from its `effective_at` (a slot at it included) until the next one's;
+    /// a paused or removed version has no slots.
+    #[test]
+    fn each_version_rules_from_its_effect_until_the_next() {
+        let mut paused = spec("* * * * * *");
+        paused.paused = true;
+        let timeline = Timeline::new(
+            &[
+                version(1, Some(spec("* * * * * *")), "2026-01-01T00:00:00.500Z"),
+                version(2, Some(spec("*/5 * * * * *")), "2026-01-01T00:00:03Z"),
+                version(3, Some(paused), "2026-01-01T00:00:11.200Z"),
+                version(4, Some(spec("*/2 * * * * *")), "2026-01-01T00:00:20Z"),
+                version(5, None, "2026-01-01T00:00:25Z"),
+            ],
+            None,
+        );
+        assert_eq!(
+            seconds(&timeline, "2026-01-01T00:00:00Z", 20),
+            [1, 2, 5, 10, 20, 22, 24]
+        );
+        let (slot, version) = timeline.next_after(at("2026-01-01T00:00:02Z")).unwrap();
+        assert_eq!(
+            (slot.scheduled_at, version),
+            (at("2026-01-01T00:00:05Z"), 2)
+        );
+    }
+
+    /// Remaining runs count the version's own slots from its effect, within its start and end.
+    #[test]
+    fn remaining_runs_start_and_end_bound_a_version() {
+        let mut counted = spec("* * * * * *");
+        counted.remaining_runs = Some(3);
+        counted.start_at = Some(at("2026-01-01T00:00:04Z"));
+        let timeline = Timeline::new(&[version(1, Some(counted), "2026-01-01T00:00:00Z")], None);
+        assert_eq!(seconds(&timeline, "2026-01-01T00:00:00Z", 10), [4, 5, 6]);
+        let mut ended = spec("* * * * * *");
+        ended.end_at = Some(at("2026-01-01T00:00:02Z"));
+        let timeline = Timeline::new(&[version(1, Some(ended), "2026-01-01T00:00:00Z")], None);
+        assert_eq!(seconds(&timeline, "2026-01-01T00:00:00Z", 10), [1, 2]);
+        let mut none = spec("* * * * * *");
+        none.remaining_runs = Some(0);
+        let timeline = Timeline::new(&[version(1, Some(none), "2026-01-01T00:00:00Z")], None);
+        assert!(timeline.upcoming(at("2026-01-01T00:00:00Z"), 5).is_empty());
+    }
+
+    /// Forgetting keeps the version in force at the instant and every later one.
+    #[test]
+    fn forgetting_keeps_what_rules_from_the_instant_on() {
+        let mut timeline = Timeline::new(
+            &[
+                version(1, Some(spec("* * * * * *")), "2026-01-01T00:00:00Z"),
+                version(2, Some(spec("*/5 * * * * *")), "2026-01-01T00:00:03Z"),
+                version(3, Some(spec("*/2 * * * * *")), "2026-01-01T00:00:11Z"),
+            ],
+            None,
+        );
+        let before = seconds(&timeline, "2026-01-01T00:00:04Z", 5);
+        timeline.forget_before(at("2026-01-01T00:00:04Z"));
+        assert!(timeline.schedule(1).is_none() && timeline.schedule(2).is_some());
+        assert_eq!(seconds(&timeline, "2026-01-01T00:00:04Z", 5), before);
+        assert_eq!(before, [5, 10, 12, 14, 16]);
+    }
 }

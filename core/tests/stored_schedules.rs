@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use slotguard::store::{RunStatus, ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite};
 use slotguard::timeline::Timeline;
 use slotguard::{
-    GuardLevel, Job, JobContext, MemoryBackend, Role, Scheduler, SchedulerHandle, TokioClock,
+    Clock, GuardLevel, Job, JobContext, MemoryBackend, Role, Scheduler, SchedulerHandle, TokioClock,
 };
 
 /// One body's start: partition, slot, replica.
@@ -159,7 +159,7 @@ async fn a_stored_schedule_runs_once_per_slot_and_each_change_takes_effect_at_it
     for id in ["a", "b", "c"] {
         replicas.push(replica(&store, clock, id, &ran).await);
     }
-    let t0 = clock.now_utc();
+    let t0 = clock.now();
     let v1 = write(
         &store,
         "acme-every-second",
@@ -180,20 +180,12 @@ async fn a_stored_schedule_runs_once_per_slot_and_each_change_takes_effect_at_it
     paused.paused = true;
     let v3 = write(&store, "acme-every-second", 2, Some(paused)).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let end = clock.now_utc();
+    let end = clock.now();
     for handle in replicas {
         handle.shutdown().await;
     }
 
     let slots = ran.slots("acme");
-    eprintln!(
-        "{} slots: {:?}",
-        slots.len(),
-        slots
-            .iter()
-            .map(|s| s.timestamp() % 100)
-            .collect::<Vec<_>>()
-    );
     assert_eq!(
         slots,
         expected(
@@ -236,7 +228,7 @@ async fn edits_racing_the_ticks_of_eight_replicas_run_each_slot_once_under_its_v
     for i in 0..8 {
         replicas.push(replica(&store, clock, &format!("r{i}"), &ran).await);
     }
-    let t0 = clock.now_utc();
+    let t0 = clock.now();
     write(&store, "flip", 0, Some(spec("* * * * * *", "flip"))).await;
     write(&store, "pause", 0, Some(spec("* * * * * *", "pause"))).await;
     for round in 1..=15_i64 {
@@ -252,7 +244,7 @@ async fn edits_racing_the_ticks_of_eight_replicas_run_each_slot_once_under_its_v
         write(&store, "pause", round, Some(paused)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let end = clock.now_utc() - chrono::Duration::seconds(1);
+    let end = clock.now() - chrono::Duration::seconds(1);
     for handle in replicas {
         handle.shutdown().await;
     }
@@ -279,12 +271,12 @@ async fn schedulers_enqueue_a_stored_schedules_slots_and_workers_run_each_once()
     ] {
         processes.push(process(&store, clock, id, &ran, role).await);
     }
-    let t0 = clock.now_utc();
+    let t0 = clock.now();
     write(&store, "queued", 0, Some(spec("* * * * * *", "queued"))).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     write(&store, "queued", 1, Some(spec("*/2 * * * * *", "queued"))).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let end = clock.now_utc() - chrono::Duration::seconds(1);
+    let end = clock.now() - chrono::Duration::seconds(1);
     for handle in processes {
         handle.shutdown().await;
     }
@@ -353,16 +345,5 @@ async fn retries_of_two_partitions_due_at_once_each_run_once() {
             (RunStatus::Succeeded, 2),
             "{partition}: {runs:?}"
         );
-    }
-}
-
-/// A clock the test reads.
-trait Now {
-    fn now_utc(&self) -> DateTime<Utc>;
-}
-
-impl Now for TokioClock {
-    fn now_utc(&self) -> DateTime<Utc> {
-        slotguard::Clock::now(self)
     }
 }

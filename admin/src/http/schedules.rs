@@ -1,9 +1,8 @@
 //! The routes of stored schedules (`/schedules`) and of skipping one slot (`/jobs/{job}/skip`,
 //! `/jobs/{job}/unskip`).
 
-use axum::extract::{FromRequest, FromRequestParts, State};
+use axum::extract::{FromRequest, State};
 use axum::http::StatusCode;
-use axum::http::request::Parts;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -11,31 +10,9 @@ use slotguard::store::ScheduleVersion;
 
 use super::dto::RunDto;
 use super::error::{ApiError, json};
-use super::extract::{ApiJson, ApiPath, ApiQuery, JobChange};
-use super::{Actor, DEFAULT_ACTOR};
+use super::extract::{ApiJson, ApiPath, ApiQuery, Authenticated, JobChange};
 use crate::parse::instant;
-use crate::{Admin, AdminError, ChangeRequest, ScheduleFields, StoredSchedule};
-
-/// The operator the application's middleware authenticated, if any.
-pub(super) struct Authenticated(Option<Actor>);
-
-impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Authenticated(parts.extensions.get::<Actor>().cloned()))
-    }
-}
-
-impl Authenticated {
-    fn by(self, actor: Option<String>, reason: String) -> ChangeRequest {
-        let actor = match self.0 {
-            Some(Actor(actor)) => actor,
-            None => actor.unwrap_or_else(|| DEFAULT_ACTOR.to_owned()),
-        };
-        ChangeRequest::new(actor, reason)
-    }
-}
+use crate::{Admin, AdminError, ScheduleFields, StoredSchedule};
 
 /// A present key, even `null`: `Some(None)` clears a field, an absent key keeps it.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -185,10 +162,8 @@ pub(super) async fn missed(
 ) -> Result<Response, ApiError> {
     let limit = crate::parse::page(query.limit.as_deref())?;
     let from = instant("from", &query.from)?;
-    let to = match crate::parse::present(query.to.as_deref()) {
-        Some(to) => instant("to", to)?,
-        None => DateTime::<Utc>::MAX_UTC,
-    };
+    let to =
+        crate::parse::maybe_instant("to", query.to.as_deref())?.unwrap_or(DateTime::<Utc>::MAX_UTC);
     let page = admin.schedule_missed(&id, (from, to), limit).await?;
     let answer = MissedDto {
         partition: page.partition,

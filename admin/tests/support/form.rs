@@ -28,13 +28,23 @@ pub(crate) async fn fetch(app: &Router, uri: &str) -> Answer {
 
 /// `POST uri` with `fields`, form-encoded, from the same origin.
 pub(crate) async fn post(app: &Router, uri: &str, fields: &[(&str, &str)]) -> Answer {
+    post_from(app, uri, fields, "same-origin").await
+}
+
+/// `POST uri` with `fields`, form-encoded, sent from `site` (`Sec-Fetch-Site`).
+pub(crate) async fn post_from(
+    app: &Router,
+    uri: &str,
+    fields: &[(&str, &str)],
+    site: &str,
+) -> Answer {
     let body: Vec<String> = fields
         .iter()
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
         .collect();
     let request = Request::post(uri)
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header("sec-fetch-site", "same-origin")
+        .header("sec-fetch-site", site)
         .body(Body::from(body.join("&")))
         .unwrap();
     call(app, request).await

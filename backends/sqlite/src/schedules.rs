@@ -261,7 +261,7 @@ impl Shared {
         };
         let action = audit_action(existed, spec);
         let audit = audit_reason(id, version.version, reason);
-        let entry = entry(action, by, &audit);
+        let entry = AuditEntry::new(action, by, &audit);
         self.audit(&mut w, job.unwrap_or_default(), None, &entry, now)
             .await?;
         w.tx.commit().await.map_err(q)?;
@@ -308,8 +308,14 @@ impl Shared {
             return Err(q(sqlx::Error::RowNotFound));
         };
         let run = Some((run_id, key.scheduled_at));
-        self.audit(&mut w, &key.job, run, &entry("skip", by, reason), now)
-            .await?;
+        self.audit(
+            &mut w,
+            &key.job,
+            run,
+            &AuditEntry::new("skip", by, reason),
+            now,
+        )
+        .await?;
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "slot_skipped_by_operator",
@@ -361,8 +367,14 @@ impl Shared {
             return Ok(false);
         };
         let run = Some((run_id, key.scheduled_at));
-        self.audit(&mut w, &key.job, run, &entry("unskip", by, reason), now)
-            .await?;
+        self.audit(
+            &mut w,
+            &key.job,
+            run,
+            &AuditEntry::new("unskip", by, reason),
+            now,
+        )
+        .await?;
         w.tx.commit().await.map_err(q)?;
         tracing::info!(
             event = "slot_unskipped_by_operator",
@@ -445,14 +457,5 @@ impl ScheduleStore for SqliteBackend {
 
     async fn unskip_slot(&self, key: &SlotKey, by: &str, reason: &str) -> Result<bool, StoreError> {
         Ok(self.shared().unskip_slot(key, by, reason).await?)
-    }
-}
-
-/// An audit entry.
-fn entry(action: &str, actor: &str, reason: &str) -> AuditEntry {
-    AuditEntry {
-        action: action.to_owned(),
-        actor: actor.to_owned(),
-        reason: reason.to_owned(),
     }
 }

@@ -46,11 +46,14 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     let job = Arc::clone(&admitted.job);
     let attempt = info.attempt.unwrap_or(1);
     rt.running.fetch_add(1, Ordering::AcqRel);
-    let run = admitted.run.clone();
+    let scheduled = (admitted.run.trigger == Trigger::Schedule).then(|| {
+        let run = &admitted.run;
+        (run.slot.scheduled_at, Arc::clone(&run.partition))
+    });
     let (outcome, accepted) = run_body(&rt, admitted, info).instrument(span).await;
     rt.running.fetch_sub(1, Ordering::AcqRel);
-    if accepted {
-        pause_after_failure(&rt, &job, &run, attempt, &outcome);
+    if let (true, Some(scheduled)) = (accepted, scheduled) {
+        pause_after_failure(&rt, &job, scheduled, attempt, &outcome);
     }
     if job.layers.slot && job.backlog.load(Ordering::Acquire) {
         // More of the job's work waits in the store: the recovery loop looks again now.
@@ -64,12 +67,13 @@ pub(crate) async fn execute(rt: Arc<Runtime>, admitted: Admitted) -> Ended {
     }
 }
 
-/// After a scheduled run that failed for good (no retry follows), pauses the stored schedules of its
-/// job and partition that ask for it, in the background.
+/// After the run of a scheduled slot (its instant and partition) that failed for good (no retry
+/// follows), pauses the stored schedules of its job and partition that ask for it, in the
+/// background.
 fn pause_after_failure(
     rt: &Arc<Runtime>,
     job: &JobEntry,
-    run: &crate::entry::RunSlot,
+    (slot, partition): (chrono::DateTime<chrono::Utc>, Arc<str>),
     attempt: u32,
     outcome: &RunOutcome,
 ) {
@@ -81,12 +85,11 @@ fn pause_after_failure(
         crate::policy::AfterFailure::Retry(_)
     );
     let store = rt.slots.as_ref().and_then(|s| s.store.schedules.clone());
-    let (Some(store), false, Trigger::Schedule) = (store, retried, run.trigger) else {
+    let (Some(store), false) = (store, retried) else {
         return;
     };
-    let key = (Arc::clone(&job.name), Arc::clone(&run.partition));
-    let failure =
-        super::schedules::failure::pause(store, key, run.slot.scheduled_at, message.clone());
+    let key = (Arc::clone(&job.name), partition);
+    let failure = super::schedules::failure::pause(store, key, slot, message.clone());
     rt.tracker.spawn(failure);
 }
 

@@ -184,6 +184,17 @@ pub struct AuditEntry {
     pub reason: String,
 }
 
+impl AuditEntry {
+    /// `action` by `actor`, for `reason`.
+    pub fn new(action: &str, actor: &str, reason: &str) -> Self {
+        AuditEntry {
+            action: action.to_owned(),
+            actor: actor.to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
 /// One change in the audit trail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRecord {

@@ -103,11 +103,7 @@ pub fn at(rfc3339: &str) -> DateTime<Utc> {
 
 /// What an operator did, who, and why.
 pub fn entry(action: &str, actor: &str, reason: &str) -> AuditEntry {
-    AuditEntry {
-        action: action.to_owned(),
-        actor: actor.to_owned(),
-        reason: reason.to_owned(),
-    }
+    AuditEntry::new(action, actor, reason)
 }
 
 /// A job as a scheduler registers it.

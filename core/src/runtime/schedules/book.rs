@@ -15,7 +15,7 @@ use crate::timeline::Timeline;
 
 /// One stored schedule of a job this process has the handler of.
 pub(super) struct Followed {
-    pub(super) timeline: Timeline,
+    timeline: Timeline,
     /// The job whose handler runs its slots.
     base: Arc<JobEntry>,
     /// Per version: its entry and its partition.
@@ -30,6 +30,14 @@ impl Followed {
     /// The entry and partition a slot due under `version` goes through the chain with.
     pub(super) fn entry(&self, version: i64) -> Option<(Arc<JobEntry>, Arc<str>)> {
         self.entries.get(&version).cloned()
+    }
+
+    /// Forgets the versions no slot after `at` can be under, with their entries: what a followed
+    /// schedule keeps stays bounded by the changes still to take effect, however often it changed.
+    pub(super) fn forget_before(&mut self, at: DateTime<Utc>) {
+        self.timeline.forget_before(at);
+        let timeline = &self.timeline;
+        self.entries.retain(|v, _| timeline.schedule(*v).is_some());
     }
 
     /// Plans the next slot after the last one fired here, and after `from`.

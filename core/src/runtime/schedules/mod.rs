@@ -153,7 +153,7 @@ fn take_due(
             continue;
         };
         followed.fired = Some(at);
-        followed.timeline.forget_before(at);
+        followed.forget_before(at);
         followed.replan(now - rt.settle());
         if let Some((next, _)) = followed.next {
             heap.push(Reverse((next.scheduled_at, id.clone())));

@@ -48,11 +48,8 @@ impl ScheduleStore for MemoryBackend {
             .or(last_spec)
             .map_or_else(String::new, |s| s.job.clone());
         let existed = latest.as_ref().is_some_and(|l| l.spec.is_some());
-        let entry = AuditEntry {
-            action: audit_action(existed, spec).to_owned(),
-            actor: by.to_owned(),
-            reason: audit_reason(id, version.version, reason),
-        };
+        let reason = audit_reason(id, version.version, reason);
+        let entry = AuditEntry::new(audit_action(existed, spec), by, &reason);
         inner.audit(&job, None, &entry, now);
         inner.schedules.push(version.clone());
         let action = entry.action.clone();
@@ -138,7 +135,7 @@ impl ScheduleStore for MemoryBackend {
             ..Run::new(id, request, now)
         };
         inner.runs.insert(request.key.clone(), run);
-        let entry = audit_entry("skip", by, reason);
+        let entry = AuditEntry::new("skip", by, reason);
         inner.audit(
             &request.key.job,
             Some((id, request.key.scheduled_at)),
@@ -160,17 +157,9 @@ impl ScheduleStore for MemoryBackend {
         }
         let id = run.id;
         inner.runs.remove(key);
-        let entry = audit_entry("unskip", by, reason);
+        let entry = AuditEntry::new("unskip", by, reason);
         inner.audit(&key.job, Some((id, key.scheduled_at)), &entry, now);
         Ok(true)
-    }
-}
-
-fn audit_entry(action: &str, by: &str, reason: &str) -> AuditEntry {
-    AuditEntry {
-        action: action.to_owned(),
-        actor: by.to_owned(),
-        reason: reason.to_owned(),
     }
 }
 
