@@ -218,10 +218,33 @@ fn drained(lines: &[String]) -> Option<(usize, usize)> {
     Some((field("in_flight=")?, field("abandoned=")?))
 }
 
+/// How many whole seconds `workerscale` waits at most for one in which a worker it drains runs a body.
+const DRAIN_TRIES: usize = 10;
+
+/// Sleeps until 50-150 ms after a whole second in which one of `gone` started a body (bodies last
+/// 300 ms, so it still runs), so that the drain has a body to finish; workers claim up to their room
+/// at once, so in a given second the 8 bodies may all sit on the 2 workers that stay. Gives up after
+/// [`DRAIN_TRIES`] seconds (the scenario then fails on `drained-in-flight`).
+fn drain_moment(sc: &mut Sc, gone: &[Node]) -> DateTime<Utc> {
+    let pids: BTreeSet<u32> = gone.iter().map(Node::pid).collect();
+    for _ in 0..DRAIN_TRIES {
+        let second = next_second(Utc::now());
+        let offset = chrono::Duration::from_std(sc.rng.ms(50, 150)).expect("small");
+        sleep_until(second + offset);
+        let running = read_ledger(&sc.ledger).iter().any(|e| {
+            e.kind == "start" && pids.contains(&e.pid) && e.at.is_some_and(|t| t >= second)
+        });
+        if running {
+            break;
+        }
+    }
+    Utc::now()
+}
+
 pub(crate) fn workerscale(sc: &mut Sc) -> Outcome {
     let phase = secs(if sc.h.quick { 6 } else { 20 });
     let mut out = Outcome::new(&format!(
-        "1 scheduler; 8 jobs every second, bodies of 300 ms; workers (room 4 each) scaled 1 -> 8 -> 2, {phase:?} each: 7 started together, then 6 sent SIGTERM together 50-150 ms after a whole second (graceful drain, grace 5 s); every slot of the run ran once or was recorded skipped (0 lost, 0 left queued, 0 executed twice); the drained workers had bodies running, finish them and exit cleanly with 0 runs abandoned; at 8 workers at least 2 ran bodies; (a)-(e)"
+        "1 scheduler; 8 jobs every second, bodies of 300 ms; workers (room 4 each) scaled 1 -> 8 -> 2, {phase:?} each: 7 started together, then 6 sent SIGTERM together 50-150 ms after a whole second in which one of them started a body (graceful drain, grace 5 s); every slot of the run ran once or was recorded skipped (0 lost, 0 left queued, 0 executed twice); the drained workers had bodies running, finish them and exit cleanly with 0 runs abandoned; at 8 workers at least 2 ran bodies; (a)-(e)"
     ));
     let args = scale_args();
     let (schedulers, mut workers) = split(sc, 1, 1, &args);
@@ -230,11 +253,8 @@ pub(crate) fn workerscale(sc: &mut Sc) -> Outcome {
     let up = Utc::now();
     workers.extend(sc.spawn_named(&named("w", 1..8), &worker(&args)));
     sleep(phase);
-    // While the bodies of a second run, so that the drain has some to finish.
-    let offset = chrono::Duration::from_std(sc.rng.ms(50, 150)).expect("small");
-    sleep_until(next_second(Utc::now()) + offset);
-    let down = Utc::now();
     let gone: Vec<Node> = workers.drain(2..).collect();
+    let down = drain_moment(sc, &gone);
     for node in &gone {
         node.signal("TERM");
     }
