@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{PgError, redact_url};
 use crate::locks::{self, LockConfig, Locks};
 use crate::sql::{self, Statements};
-use crate::{DEFAULT_SCHEMA, Inner, PgBackend, migrate, queue};
+use crate::{DEFAULT_SCHEMA, Inner, PgBackend, failover, migrate, queue};
 
 /// Options for [`PgBackend`]; made by [`PgBackend::builder`].
 #[derive(Clone)]
@@ -137,9 +137,20 @@ impl PgBackendBuilder {
         let pool_options = options
             .clone()
             .options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
+        let watch = Arc::new(failover::Watch::default());
+        let schema: Arc<str> = Arc::from(quoted.as_str());
+        let on_connect = Arc::clone(&watch);
         let pool = PgPoolOptions::new()
             .max_connections(self.pool_size)
             .acquire_timeout(self.connect_timeout)
+            // Every new connection raises the token floor and looks for a failover.
+            .after_connect(move |conn, _| {
+                let (watch, schema) = (Arc::clone(&on_connect), Arc::clone(&schema));
+                Box::pin(async move {
+                    watch.on_connect(conn, &schema).await;
+                    Ok(())
+                })
+            })
             .connect_lazy_with(pool_options);
         let locks = Locks::new(LockConfig {
             options: lock_options,
@@ -161,6 +172,7 @@ impl PgBackendBuilder {
                 locks,
                 stop,
                 queue: queue::Signal::default(),
+                watch,
             }),
         })
     }

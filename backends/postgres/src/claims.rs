@@ -54,6 +54,11 @@ impl PgBackend {
         for (row, request) in rows.iter().zip(requests) {
             Event::emit_all(&claim_events(row, request)?);
         }
+        for answer in &answers {
+            if let Claim::Won(lease) = answer {
+                self.inner.watch.saw_token(lease.token);
+            }
+        }
         Ok(answers)
     }
 
@@ -98,6 +103,7 @@ impl PgBackend {
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             let (buried, max_attempts, due) = due_row(row)?;
+            self.inner.watch.saw_token(due.lease.token);
             if row.try_get::<bool, _>("fenced").map_err(PgError::from)? {
                 Event::Fenced {
                     key: &due.key,

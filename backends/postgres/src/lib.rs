@@ -67,6 +67,7 @@ mod admin;
 mod builder;
 mod claims;
 mod error;
+mod failover;
 mod inspect;
 mod locks;
 mod migrate;
@@ -159,6 +160,8 @@ struct Inner {
     stop: CancellationToken,
     /// Workers' wake-ups from `LISTEN`, started on the first `due_signal`.
     queue: queue::Signal,
+    /// The tokens granted and the server's identity, to notice a failover.
+    watch: Arc<failover::Watch>,
 }
 
 impl Drop for Inner {

@@ -73,6 +73,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "schedules kept as data",
         sql: include_str!("../migrations/0011_schedules.sql"),
     },
+    Migration {
+        version: 12,
+        description: "fencing tokens that never repeat",
+        sql: include_str!("../migrations/0012_token_floor.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -11,6 +11,7 @@ mod clock;
 mod common;
 mod connect;
 mod contract;
+mod failover;
 mod locks;
 mod logs;
 mod migrations;
