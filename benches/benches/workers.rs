@@ -420,7 +420,7 @@ async fn calls(n: usize) {
         claim.push(t.elapsed());
         let done: Vec<_> = claimed
             .iter()
-            .map(|c| (c.lease, Finish::succeeded()))
+            .map(|c| (c.lease.clone(), Finish::succeeded()))
             .collect();
         let t = Instant::now();
         backend.finish("w", &done).await.expect("finish");

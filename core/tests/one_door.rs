@@ -253,6 +253,7 @@ async fn frozen_holder(cron: &str) -> Frozen {
         .claim("frozen", &[request("busy", slot)])
         .await
         .unwrap()[0]
+        .clone()
     else {
         panic!("the frozen process claims its slot");
     };

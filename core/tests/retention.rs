@@ -45,7 +45,7 @@ async fn seeded(store: &MemoryBackend, job: &str, slot: &str, finish: Finish) {
         .claim("old-replica", &[request(job, slot)])
         .await
         .unwrap();
-    let slotguard::store::Claim::Won(lease) = claims[0] else {
+    let slotguard::store::Claim::Won(lease) = claims[0].clone() else {
         panic!("{claims:?}")
     };
     assert!(

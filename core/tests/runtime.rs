@@ -335,7 +335,7 @@ async fn heartbeat_loss_after_takeover_tells_the_job_and_refuses_its_outcome() {
     };
     use slotguard::store::SlotStore;
     let claims = backend.claim("b", &[request]).await.unwrap();
-    let slotguard::store::Claim::Won(lease) = claims[0] else {
+    let slotguard::store::Claim::Won(lease) = &claims[0] else {
         panic!("b should take over the stale attempt: {claims:?}");
     };
     assert_eq!(lease.attempt, 2);

@@ -29,6 +29,7 @@ macro_rules! contract {
             overlap_is_decided_by_the_store(),
             slots_ahead_of_the_store_clock_are_not_due(),
             batched_finishes_are_fenced(),
+            fenced_writes_check_the_slot(),
             due_work_is_one_at_a_time(),
             newer_slots_fence_stale_runs(stale),
             recovered_runs_fence_other_stale_runs(stale),

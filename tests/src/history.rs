@@ -19,7 +19,7 @@ const EVERY: Duration = Duration::from_millis(500);
 async fn seeded(backend: &dyn Backend, slot: &str, finish: Finish) {
     let req = request("tick", slot, Duration::from_secs(30));
     let claims = backend.claim("old-replica", &[req]).await.expect("claim");
-    let Claim::Won(lease) = claims[0] else {
+    let Claim::Won(lease) = claims[0].clone() else {
         panic!("{claims:?}")
     };
     assert!(

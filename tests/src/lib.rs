@@ -61,7 +61,7 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
 
 fn won(claim: &Claim) -> Lease {
     match claim {
-        Claim::Won(lease) => *lease,
+        Claim::Won(lease) => lease.clone(),
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),
         other => panic!("expected to win the claim, found {other:?}"),
     }
@@ -658,15 +658,15 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         .collect();
     let forged = Lease {
         token: leases[2].token + 1_000_000,
-        ..leases[2]
+        ..leases[2].clone()
     };
     let answers = backend
         .finish(
             "a",
             &[
-                (leases[0], Finish::succeeded()),
+                (leases[0].clone(), Finish::succeeded()),
                 (
-                    leases[1],
+                    leases[1].clone(),
                     Finish::failed(
                         ErrorClass::Transient,
                         "try later",
@@ -691,8 +691,8 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         .finish(
             "b",
             &[
-                (leases[2], Finish::succeeded()),
-                (leases[0], Finish::succeeded()),
+                (leases[2].clone(), Finish::succeeded()),
+                (leases[0].clone(), Finish::succeeded()),
             ],
         )
         .await
@@ -702,8 +702,8 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         .finish(
             "a",
             &[
-                (leases[2], Finish::succeeded()),
-                (leases[0], Finish::succeeded()),
+                (leases[2].clone(), Finish::succeeded()),
+                (leases[0].clone(), Finish::succeeded()),
             ],
         )
         .await
@@ -714,6 +714,69 @@ pub async fn batched_finishes_are_fenced(backend: &dyn Backend) {
         "a finished run is not finished twice"
     );
     assert!(backend.finish("a", &[]).await.expect("empty").is_empty());
+}
+
+/// The writes that record what an attempt did (its outcome, alone or in a batch, and its
+/// checkpoint) are checked against the slot's own key as well as the run id, token and owner: a
+/// lease whose id and token are right but whose slot is another job's, instant or partition (a run
+/// id and token handed out again by a database that went back in time) writes nothing.
+pub async fn fenced_writes_check_the_slot(backend: &dyn Backend) {
+    let requests = [
+        request(
+            "contract_key_a",
+            "2026-01-01T00:00:00Z",
+            Duration::from_secs(60),
+        ),
+        request(
+            "contract_key_b",
+            "2026-01-01T00:00:00Z",
+            Duration::from_secs(60),
+        ),
+    ];
+    let claims = backend.claim("a", &requests).await.expect("claim");
+    let leases: Vec<Lease> = claims.iter().map(won).collect();
+    let on = |lease: &Lease, key: SlotKey| Lease {
+        key,
+        ..lease.clone()
+    };
+    let (a, b) = (&leases[0], &leases[1]);
+    let later = SlotKey {
+        scheduled_at: a.key.scheduled_at + chrono::Duration::minutes(1),
+        ..a.key.clone()
+    };
+    let partition = SlotKey {
+        partition: "p".into(),
+        ..a.key.clone()
+    };
+    let done = Finish::succeeded;
+    let crossed = [on(a, b.key.clone()), on(b, a.key.clone())];
+    let batch = [(crossed[0].clone(), done()), (crossed[1].clone(), done())];
+    assert_eq!(
+        backend.finish("a", &batch).await.expect("finish"),
+        [false, false]
+    );
+    for wrong in [&crossed[0], &on(a, later), &on(a, partition)] {
+        let finished = backend.finish_one("a", wrong, &done()).await;
+        assert!(
+            !finished.expect("finish"),
+            "{:?} is not its run's slot",
+            wrong.key
+        );
+        let saved = backend.save_checkpoint("a", wrong, "forged").await;
+        assert!(
+            !saved.expect("save"),
+            "{:?} is not its run's slot",
+            wrong.key
+        );
+    }
+    assert!(backend.save_checkpoint("a", a, "mine").await.expect("save"));
+    let right = [(a.clone(), done()), (b.clone(), done())];
+    assert_eq!(
+        backend.finish("a", &right).await.expect("finish"),
+        [true, true]
+    );
+    let saved = backend.load_checkpoint(a.run_id).await.expect("load");
+    assert_eq!(saved.as_deref(), Some("mine"));
 }
 
 /// Whatever path claims it, a job whose overlap is not `allow` never has two runs of one partition

@@ -64,13 +64,13 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
 }
 
 async fn claim(store: &PgBackend, job: &str, slot: DateTime<Utc>) -> Lease {
-    match store
+    let claims = store
         .claim("replica-a", &[request(job, slot)])
         .await
-        .unwrap()[0]
-    {
-        Claim::Won(lease) => lease,
-        ref other => panic!("{other:?}"),
+        .unwrap();
+    match claims.into_iter().next() {
+        Some(Claim::Won(lease)) => lease,
+        other => panic!("{other:?}"),
     }
 }
 

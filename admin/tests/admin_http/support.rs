@@ -85,7 +85,7 @@ pub(crate) async fn running(
         .await
         .unwrap();
     match claims.as_slice() {
-        [Claim::Won(lease)] => *lease,
+        [Claim::Won(lease)] => lease.clone(),
         other => panic!("claim not won: {other:?}"),
     }
 }

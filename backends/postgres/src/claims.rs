@@ -49,7 +49,8 @@ impl PgBackend {
         }
         let answers = rows
             .iter()
-            .map(claim_answer)
+            .zip(requests)
+            .map(|(row, request)| claim_answer(row, &request.key))
             .collect::<Result<Vec<_>, PgError>>()?;
         for (row, request) in rows.iter().zip(requests) {
             Event::emit_all(&claim_events(row, request)?);
@@ -229,8 +230,8 @@ fn emit_decisions(rows: &[PgRow]) -> Result<(), PgError> {
     Ok(())
 }
 
-/// One row of `CLAIM`'s answer.
-fn claim_answer(row: &PgRow) -> Result<Claim, PgError> {
+/// One row of `CLAIM`'s answer, for the request of slot `key`.
+fn claim_answer(row: &PgRow, key: &SlotKey) -> Result<Claim, PgError> {
     let run_id: Option<i64> = row.try_get("run_id")?;
     if row.try_get::<bool, _>("not_due")? {
         return Ok(Claim::NotDue);
@@ -245,6 +246,7 @@ fn claim_answer(row: &PgRow) -> Result<Claim, PgError> {
                 run_id,
                 attempt: u32::try_from(attempt).unwrap_or(0),
                 token: row.try_get("token")?,
+                key: key.clone(),
             })
         }
         None => {
@@ -299,17 +301,19 @@ fn due_row(row: &PgRow) -> Result<(bool, u32, DueClaim), PgError> {
     let attempt: i32 = row.try_get("attempt")?;
     let trigger: String = row.try_get("trigger")?;
     let max_attempts: i32 = row.try_get("max_attempts")?;
+    let key = SlotKey {
+        job: row.try_get("job_name")?,
+        scheduled_at: row.try_get("scheduled_at")?,
+        partition: row.try_get("partition_key")?,
+    };
     let claim = DueClaim {
-        key: SlotKey {
-            job: row.try_get("job_name")?,
-            scheduled_at: row.try_get("scheduled_at")?,
-            partition: row.try_get("partition_key")?,
-        },
         lease: Lease {
             run_id: row.try_get("id")?,
             attempt: u32::try_from(attempt).unwrap_or(0),
             token: row.try_get("fencing_token")?,
+            key: key.clone(),
         },
+        key,
         trigger: inspect::parse_trigger(&trigger)?,
         zone: row.try_get("zone")?,
         wall: row.try_get("wall_time")?,

@@ -305,6 +305,9 @@ impl PgBackend {
             .bind(class)
             .bind(finish.message.as_deref())
             .bind(retry_in)
+            .bind(&lease.key.job)
+            .bind(lease.key.scheduled_at)
+            .bind(&lease.key.partition)
             .fetch_one(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -375,6 +378,24 @@ impl SlotStore for PgBackend {
             .bind(&classes)
             .bind(&messages)
             .bind(&retries)
+            .bind(
+                finishes
+                    .iter()
+                    .map(|(l, _)| l.key.job.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                finishes
+                    .iter()
+                    .map(|(l, _)| l.key.scheduled_at)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                finishes
+                    .iter()
+                    .map(|(l, _)| l.key.partition.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -476,6 +497,9 @@ impl CheckpointStore for PgBackend {
             .bind(lease.token)
             .bind(owner)
             .bind(data)
+            .bind(&lease.key.job)
+            .bind(lease.key.scheduled_at)
+            .bind(&lease.key.partition)
             .fetch_one(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

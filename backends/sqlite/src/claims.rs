@@ -204,7 +204,7 @@ impl Shared {
         let lease = match plan.slot {
             SlotPlan::TakeOver(id) => {
                 let stale = Some(duration_ms(request.stale_after));
-                Some(self.take_over(w, owner, now, id, stale).await?.0)
+                Some(self.take_over(w, (owner, key), now, id, stale).await?.0)
             }
             SlotPlan::Insert(NewRow::Running) => {
                 Some(self.insert_run(w, owner, now, request).await?)
@@ -274,7 +274,7 @@ impl Shared {
     async fn take_over(
         &self,
         w: &mut WriteTx<'_>,
-        owner: &str,
+        (owner, key): (&str, &SlotKey),
         now: i64,
         id: i64,
         stale_after_ms: Option<i64>,
@@ -293,7 +293,7 @@ impl Shared {
                 .await?;
         }
         let lease = self
-            .start_attempt(w, owner, now, (id, row.0, row.1))
+            .start_attempt(w, (owner, key), now, (id, row.0, row.1))
             .await?;
         Ok((lease, row))
     }
@@ -323,7 +323,8 @@ impl Shared {
             .fetch_one(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        self.start_attempt(w, owner, now, (id, 1, token)).await
+        self.start_attempt(w, (owner, key), now, (id, 1, token))
+            .await
     }
 
     /// Inserts a slot that does not run now, as `(status, message, due)`; nothing when its row
@@ -361,7 +362,7 @@ impl Shared {
     async fn start_attempt(
         &self,
         w: &mut WriteTx<'_>,
-        owner: &str,
+        (owner, key): (&str, &SlotKey),
         now: i64,
         (run_id, attempt, token): (i64, i64, i64),
     ) -> Result<Lease, SqliteError> {
@@ -386,6 +387,7 @@ impl Shared {
             run_id,
             attempt,
             token,
+            key: key.clone(),
         })
     }
 
@@ -429,10 +431,12 @@ impl Shared {
         }
         let mut claimed = Vec::with_capacity(plan.claim.len());
         for id in &plan.claim {
-            let (lease, taken) = self.take_over(&mut w, owner, now, *id, None).await?;
             let Some(row) = rows.iter().find(|r| r.id == *id) else {
                 continue;
             };
+            let (lease, taken) = self
+                .take_over(&mut w, (owner, &row.key), now, *id, None)
+                .await?;
             claimed.push(self.due_claim(row.key.clone(), lease, taken)?);
         }
         w.tx.commit().await.map_err(|e| self.query_error(e))?;

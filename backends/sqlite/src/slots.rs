@@ -69,6 +69,7 @@ UPDATE slotguard_job_runs
 SET status = ?1, error_class = ?2, error_message = ?3, finished_at = ?7, updated_at = ?7,
     next_attempt_at = ?8
 WHERE id = ?4 AND fencing_token = ?5 AND owner = ?6 AND status = 'running'
+  AND job_name = ?9 AND scheduled_at = ?10 AND partition_key = ?11
 RETURNING attempt";
 
 const FINISH_ATTEMPT: &str = "
@@ -185,6 +186,9 @@ impl Shared {
             .bind(owner)
             .bind(now)
             .bind(next_attempt_at)
+            .bind(&lease.key.job)
+            .bind(lease.key.scheduled_at.timestamp_millis())
+            .bind(&lease.key.partition)
             .fetch_optional(&mut *w.tx)
             .await
             .map_err(q)?;
@@ -220,6 +224,9 @@ impl Shared {
             .bind(lease.run_id)
             .bind(lease.token)
             .bind(owner)
+            .bind(&lease.key.job)
+            .bind(lease.key.scheduled_at.timestamp_millis())
+            .bind(&lease.key.partition)
             .execute(&mut *w.tx)
             .await
             .map_err(q)?
@@ -238,10 +245,12 @@ impl Shared {
     }
 }
 
-/// Saves checkpoint `?1` on run `?2`, only while `?4` holds it with token `?3` and it is running.
+/// Saves checkpoint `?1` on run `?2`, only while `?4` holds it with token `?3`, it is running and it
+/// is the run of slot (`?5`, `?6`, `?7`).
 const SAVE_CHECKPOINT: &str = "
 UPDATE slotguard_job_runs SET checkpoint = ?1
 WHERE id = ?2 AND fencing_token = ?3 AND owner = ?4 AND status = 'running'
+  AND job_name = ?5 AND scheduled_at = ?6 AND partition_key = ?7
 ";
 
 /// The checkpoint of run `?1`.

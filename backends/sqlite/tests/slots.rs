@@ -17,7 +17,7 @@ async fn backend(dir: &tempfile::TempDir) -> SqliteBackend {
 
 fn won(claim: &Claim) -> Lease {
     match claim {
-        Claim::Won(lease) => *lease,
+        Claim::Won(lease) => lease.clone(),
         Claim::Taken { status } => panic!("expected to win, found {status}"),
         other => panic!("expected to win, found {other:?}"),
     }

@@ -181,9 +181,9 @@ impl Fixture {
         let backend = self.backend().clone();
         let request = request(job, slot);
         self.rt.block_on(async move {
-            match backend.claim("replica-a", &[request]).await.expect("claim")[..] {
-                [Claim::Won(lease)] => lease,
-                ref other => panic!("claim of {slot}: {other:?}"),
+            match &backend.claim("replica-a", &[request]).await.expect("claim")[..] {
+                [Claim::Won(lease)] => lease.clone(),
+                other => panic!("claim of {slot}: {other:?}"),
             }
         })
     }

@@ -16,7 +16,7 @@ use crate::context::Checkpoints;
 use crate::entry::{Candidate, RunSlot, Work};
 use crate::policy::{AfterFailure, RetryPolicy};
 use crate::store::{
-    Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore, Store, StoreError,
+    Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotStore, Store, StoreError,
 };
 
 /// Lets a slot in only if this process wins its row.
@@ -80,11 +80,10 @@ impl SlotGuard {
         };
         claims
             .into_iter()
-            .zip(requests)
             .zip(batch)
-            .map(|((claim, request), candidate)| match claim {
+            .map(|(claim, candidate)| match claim {
                 Claim::Won(lease) => {
-                    Decision::Admit(Box::new(self.hold(request.key, lease, candidate.job.retry)))
+                    Decision::Admit(Box::new(self.hold(lease, candidate.job.retry)))
                 }
                 Claim::Taken {
                     status: status @ (RunStatus::Skipped | RunStatus::Pending),
@@ -122,7 +121,7 @@ impl SlotGuard {
                 partition: Arc::from(claim.key.partition.as_str()),
                 trace_parent: claim.trace_parent,
             };
-            let permit: Box<dyn Permit> = Box::new(self.hold(claim.key, claim.lease, job.retry));
+            let permit: Box<dyn Permit> = Box::new(self.hold(claim.lease, job.retry));
             per_job
                 .entry(job.name.to_string())
                 .or_default()
@@ -135,7 +134,7 @@ impl SlotGuard {
     }
 
     /// The permit for an attempt this process holds: registered for heartbeats until released.
-    pub(crate) fn hold(&self, key: SlotKey, lease: Lease, retry: RetryPolicy) -> ClaimedSlot {
+    pub(crate) fn hold(&self, lease: Lease, retry: RetryPolicy) -> ClaimedSlot {
         debug_assert!(retry.max_attempts >= 1);
         let lost = self.heartbeats.add(lease.token);
         ClaimedSlot {
@@ -144,9 +143,8 @@ impl SlotGuard {
             checkpoints: Arc::new(SlotCheckpoints {
                 store: self.store.clone(),
                 owner: Arc::clone(&self.owner),
-                lease,
+                lease: lease.clone(),
             }),
-            key,
             lease,
             lost,
             retry,
@@ -237,7 +235,6 @@ pub(crate) struct ClaimedSlot {
     finisher: Arc<Finisher>,
     heartbeats: Arc<Heartbeats>,
     checkpoints: Arc<SlotCheckpoints>,
-    key: SlotKey,
     lease: Lease,
     lost: CancellationToken,
     retry: RetryPolicy,
@@ -269,15 +266,15 @@ impl Permit for ClaimedSlot {
         Some(match answer {
             Ok(true) => {
                 if dead {
-                    crate::metrics::run_dead(&self.key.job);
+                    crate::metrics::run_dead(&self.lease.key.job);
                 }
                 true
             }
             Ok(false) => {
                 tracing::warn!(
                     event = "job_ownership_lost",
-                    job = %self.key.job,
-                    slot = %self.key.scheduled_at,
+                    job = %self.lease.key.job,
+                    slot = %self.lease.key.scheduled_at,
                     run_id = self.lease.run_id,
                     attempt = self.lease.attempt,
                     token = self.lease.token,
@@ -288,8 +285,8 @@ impl Permit for ClaimedSlot {
             }
             Err(e) => {
                 tracing::error!(
-                    job = %self.key.job,
-                    slot = %self.key.scheduled_at,
+                    job = %self.lease.key.job,
+                    slot = %self.lease.key.scheduled_at,
                     run_id = self.lease.run_id,
                     error = %e,
                     "could not record the outcome; the run will be recovered as abandoned"
@@ -309,7 +306,11 @@ impl ClaimedSlot {
         let budget = tokio::time::Instant::now() + self.heartbeats.interval * 3;
         let mut wait = OUTCOME_RETRY.0;
         loop {
-            let Some(answer) = self.finisher.submit((self.lease, finish.clone())).await else {
+            let Some(answer) = self
+                .finisher
+                .submit((self.lease.clone(), finish.clone()))
+                .await
+            else {
                 return Err(StoreError::unavailable("the runtime is shutting down"));
             };
             let retry = match &answer {
@@ -320,7 +321,7 @@ impl ClaimedSlot {
                 return answer;
             }
             if let Err(e) = &answer {
-                tracing::warn!(job = %self.key.job, run_id = self.lease.run_id, error = %e, "could not record the outcome yet; trying again");
+                tracing::warn!(job = %self.lease.key.job, run_id = self.lease.run_id, error = %e, "could not record the outcome yet; trying again");
             }
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}

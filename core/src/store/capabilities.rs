@@ -279,7 +279,9 @@ pub trait SlotStoreExt: SlotStore {
         lease: &Lease,
         finish: &Finish,
     ) -> Result<bool, StoreError> {
-        let answers = self.finish(owner, &[(*lease, finish.clone())]).await?;
+        let answers = self
+            .finish(owner, &[(lease.clone(), finish.clone())])
+            .await?;
         Ok(answers.first().copied().unwrap_or(false))
     }
 }

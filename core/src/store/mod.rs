@@ -79,8 +79,12 @@ pub struct ClaimRequest {
     pub overlap: Overlap,
 }
 
-/// A claimed attempt of a run. Every write about it carries its fencing token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A claimed attempt of a run. Every write about it carries its fencing token, and the writes that
+/// record what the attempt did ([`SlotStore::finish`], [`CheckpointStore::save_checkpoint`]) are
+/// checked against the whole lease: the run id, the token, the owner and the slot's own key, so
+/// that a run id and token handed out again (a database that went back in time) never match
+/// another slot's run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lease {
     /// The run's id in the store.
     pub run_id: i64,
@@ -88,6 +92,8 @@ pub struct Lease {
     pub attempt: u32,
     /// The fencing token: rises on every claim and re-claim of any run in the store.
     pub token: i64,
+    /// The slot the run is of.
+    pub key: SlotKey,
 }
 
 /// How far ahead of the store's clock a [`Trigger::Schedule`] slot may be claimed or recorded:
@@ -441,8 +447,9 @@ pub trait SlotStore: Send + Sync + 'static {
     async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError>;
 
     /// Records how attempts of `owner` ended, in one round trip; one answer per attempt, in order.
-    /// Each is written only if `owner` still holds the run with its lease's token and it is
-    /// `running`; `false` means ownership was lost, and nothing is written for that attempt.
+    /// Each is written only if `owner` still holds the run with its lease's run id and token, it is
+    /// `running` and it is the run of the lease's slot (job, instant, partition); `false` means
+    /// ownership was lost, and nothing is written for that attempt.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have recorded the outcomes; an attempt whose outcome was

@@ -60,8 +60,9 @@ pub trait QueueStore: Send + Sync + 'static {
 /// `ctx.checkpoint()` need in a process that runs `slot`-level bodies.
 #[async_trait]
 pub trait CheckpointStore: Send + Sync + 'static {
-    /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with `lease.token`
-    /// and it is `running`. Returns `false` when ownership was lost: nothing is written then.
+    /// Saves `data` as the run's checkpoint, only if `owner` still holds the run with the lease's run
+    /// id and token, it is `running` and it is the run of the lease's slot. Returns `false` when
+    /// ownership was lost: nothing is written then.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have saved `data`; the previous checkpoint stays whole.

@@ -1,7 +1,7 @@
 //! The invariants every fault scenario checks, over the effects ledger (what the job bodies did) and
 //! the runs table (what the store accepted). A slot is a job, an instant and a partition (the ledger
 //! names the partition of a run that has one, as a stored schedule's runs do); [`schedules`] adds the
-//! checks of stored schedules:
+//! checks of stored schedules, [`failover`] those of a failover to a standby:
 //!
 //! - **(a) at most one accepted completion per slot**: of the executions of a slot in the ledger, at
 //!   most one ended (`end`) under the token of a `succeeded` attempt; an accepted completion has an
@@ -34,6 +34,7 @@ use slotguard::store::{RunRecord, RunStatus};
 
 use crate::Effect;
 
+pub mod failover;
 pub mod schedules;
 
 /// A slot as the ledger writes it.

@@ -1,12 +1,14 @@
 //! Helpers for the multi-process tests: replicas as OS processes, real signals, the effects ledger,
 //! and stores to run them on (a SQLite file, a schema of the shared PostgreSQL server, or a throwaway
-//! PostgreSQL cluster a test may restart), and throwaway Redis servers.
+//! PostgreSQL cluster a test may restart, or give a streaming standby to fail over to), and
+//! throwaway Redis servers.
 
 pub mod dst;
 pub mod invariants;
 pub mod lease;
 pub mod proxy;
 pub mod redis;
+pub mod replication;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

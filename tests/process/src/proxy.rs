@@ -7,6 +7,8 @@
 //!   mode goes back to [`Mode::Pass`] the held bytes flow (as retransmission would deliver them).
 //! - [`Proxy::reset`] closes every open connection with an RST (zero linger); new connections are
 //!   accepted as usual.
+//! - [`Proxy::retarget`] sends new connections to another upstream (a promoted standby) and resets
+//!   every open one, as a virtual IP moved to another server would.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +34,7 @@ pub enum Mode {
 struct Control {
     mode: Mode,
     generation: u64,
+    upstream: SocketAddr,
 }
 
 /// A running proxy. Stops accepting when dropped.
@@ -53,6 +56,7 @@ impl Proxy {
         let (control, _) = watch::channel(Control {
             mode: Mode::Pass,
             generation: 0,
+            upstream,
         });
         let control = Arc::new(control);
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -69,7 +73,7 @@ impl Proxy {
                     let rx = control.subscribe();
                     let resets = Arc::clone(&resets);
                     tokio::spawn(async move {
-                        if serve(client, upstream, rx).await {
+                        if serve(client, rx).await {
                             resets.fetch_add(1, Ordering::Relaxed);
                         }
                     });
@@ -100,6 +104,20 @@ impl Proxy {
         self.control.send_modify(|c| c.generation += 1);
     }
 
+    /// Sends new connections to `upstream` from now on, and closes every connection open now with
+    /// an RST (counted in [`Proxy::resets`]).
+    pub fn retarget(&self, upstream: SocketAddr) {
+        self.control.send_modify(|c| {
+            c.upstream = upstream;
+            c.generation += 1;
+        });
+    }
+
+    /// Where new connections go.
+    pub fn upstream(&self) -> SocketAddr {
+        self.control.borrow().upstream
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> usize {
         self.accepted.load(Ordering::Relaxed)
@@ -119,19 +137,21 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards one connection until either side closes it or a reset; answers whether it was reset.
-async fn serve(
-    mut client: TcpStream,
-    upstream: SocketAddr,
-    control: watch::Receiver<Control>,
-) -> bool {
+/// Forwards one connection to the upstream of the moment until either side closes it or a reset
+/// (or a retarget); answers whether it was reset.
+async fn serve(mut client: TcpStream, control: watch::Receiver<Control>) -> bool {
+    // Read together: a retarget while connecting resets this connection too.
+    let Control {
+        upstream,
+        generation,
+        ..
+    } = *control.borrow();
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         let _ = client.set_zero_linger();
         return false;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let generation = control.borrow().generation;
     let reset = {
         let (mut client_read, mut client_write) = client.split();
         let (mut server_read, mut server_write) = server.split();
@@ -200,5 +220,59 @@ async fn reset_after(control: &mut watch::Receiver<Control>, generation: u64) {
         if control.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that answers each connection with `tag` and keeps it open.
+    async fn server(tag: u8) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let _ = s.write_all(&[tag]).await;
+                    let mut sink = [0u8; 64];
+                    while matches!(s.read(&mut sink).await, Ok(n) if n > 0) {}
+                });
+            }
+        });
+        addr
+    }
+
+    async fn first_byte(proxy: &Proxy) -> (TcpStream, u8) {
+        let mut c = TcpStream::connect(proxy.addr()).await.expect("connect");
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).await.expect("first byte");
+        (c, b[0])
+    }
+
+    #[tokio::test]
+    async fn retarget_resets_open_connections_and_sends_new_ones_to_the_new_upstream() {
+        let (a, b) = (server(b'a').await, server(b'b').await);
+        let proxy = Proxy::start(a).await.expect("proxy");
+        let (mut old, tag) = first_byte(&proxy).await;
+        assert_eq!(tag, b'a');
+        proxy.retarget(b);
+        assert_eq!(proxy.upstream(), b);
+        let mut rest = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), old.read(&mut rest)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "the old connection is closed: {read:?}"
+        );
+        let (_new, tag) = first_byte(&proxy).await;
+        assert_eq!(tag, b'b');
+        // Counted once the connection's task has ended, just after it closed the sockets.
+        for _ in 0..100 {
+            if proxy.resets() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(proxy.resets(), 1);
     }
 }

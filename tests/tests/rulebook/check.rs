@@ -108,7 +108,7 @@ impl Stores {
             let owner = owner_of(op);
             issued.extend((0..handed[0].len()).map(|n| Issued {
                 owner,
-                leases: handed.iter().map(|leases| leases[n]).collect(),
+                leases: handed.iter().map(|leases| leases[n].clone()).collect(),
             }));
             let want_rows = model.snapshot();
             for store in stores {
@@ -141,7 +141,7 @@ fn claims(answers: &[Claim]) -> (Seen, Vec<Lease>) {
         .iter()
         .map(|answer| match answer {
             Claim::Won(lease) => {
-                leases.push(*lease);
+                leases.push(lease.clone());
                 SeenClaim::Won {
                     attempt: lease.attempt,
                 }
@@ -298,7 +298,10 @@ async fn store_step(store: &Store, op: &Op, ctx: &Ctx<'_>) -> Result<(Seen, Vec<
                 .iter()
                 .map(|c| (c.key.clone(), c.lease.attempt))
                 .collect();
-            (Seen::Due(seen), claimed.iter().map(|c| c.lease).collect())
+            (
+                Seen::Due(seen),
+                claimed.iter().map(|c| c.lease.clone()).collect(),
+            )
         }
         Op::DueJobs { due } => {
             let mut jobs = b.due_jobs(&due.specs()).await.map_err(failed)?;

@@ -104,6 +104,7 @@ impl Model {
             run_id: id,
             attempt: row.attempts.len() as u32,
             token,
+            key: row.key.clone(),
         }
     }
 

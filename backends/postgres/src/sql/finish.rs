@@ -9,7 +9,9 @@ RETURNING fencing_token
 ";
 
 /// Records how an attempt ended on the run and on its attempt row, only while `$3` holds run `$1`
-/// with token `$2` and the run is `running`. Answers how many run rows matched (0 or 1).
+/// with token `$2`, the run is `running` and it is the run of slot (`$9`, `$10`, `$11`): a run id
+/// and token handed out again by a database that went back in time never match another slot's
+/// run. Answers how many run rows matched (0 or 1).
 ///
 /// `$4` run status, `$5` attempt status, `$6` error class, `$7` message, `$8` microseconds until
 /// the run is due again (`NULL`: not due; `next_attempt_at` is cleared).
@@ -23,6 +25,7 @@ WITH run AS (
         finished_at = {now},
         updated_at = {now}
     WHERE id = $1 AND fencing_token = $2 AND owner = $3 AND status = 'running'
+      AND job_name = $9 AND scheduled_at = $10 AND partition_key = $11
     RETURNING id, attempt, fencing_token
 ),
 attempt AS (
@@ -37,12 +40,14 @@ SELECT (SELECT count(*) FROM run) AS runs
 
 /// [`FINISH`] for many attempts of owner `$1` at once: run ids `$2`, tokens `$3`, run statuses `$4`,
 /// attempt statuses `$5`, error classes `$6`, messages `$7`, microseconds until due again `$8`
-/// (`NULL`: not due). Answers the ids of the runs that matched.
+/// (`NULL`: not due), and the slots' jobs `$9`, instants `$10` and partitions `$11`. Answers the
+/// ids of the runs that matched.
 pub(crate) const FINISH_MANY: &str = "
 WITH input AS (
     SELECT *
-    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-        AS i(id, token, status, attempt_status, class, message, retry_us)
+    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
+                $9::text[], $10::timestamptz[], $11::text[])
+        AS i(id, token, status, attempt_status, class, message, retry_us, job, slot, part)
 ),
 run AS (
     UPDATE {schema}.job_runs r
@@ -54,6 +59,7 @@ run AS (
         updated_at = {now}
     FROM input i
     WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND r.status = 'running'
+      AND r.job_name = i.job AND r.scheduled_at = i.slot AND r.partition_key = i.part
     RETURNING r.id, r.attempt, r.fencing_token, i.attempt_status, i.message
 ),
 attempt AS (

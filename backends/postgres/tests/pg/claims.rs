@@ -294,7 +294,7 @@ async fn outcomes_map_to_statuses_and_later_claims_see_them() {
             .await
             .expect("finish")
     );
-    let mut forged = leases[0];
+    let mut forged = leases[0].clone();
     forged.token += 1_000_000;
     assert!(
         !backend

@@ -57,7 +57,7 @@ pub(crate) async fn tables(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
 /// The lease of a won claim.
 pub(crate) fn won(claim: &Claim) -> Lease {
     match claim {
-        Claim::Won(lease) => *lease,
+        Claim::Won(lease) => lease.clone(),
         Claim::Taken { status } => panic!("expected to win, found the slot {status}"),
         other => panic!("expected to win, found {other:?}"),
     }

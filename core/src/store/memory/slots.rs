@@ -79,7 +79,7 @@ impl Inner {
                 let token = self.next_token();
                 self.run_by_id(id).map(|run| {
                     run.stale_after = request.stale_after;
-                    take_over(run, owner, token, now)
+                    take_over(run, &request.key, owner, token, now)
                 })
             }
             SlotPlan::Insert(row) => self.insert(owner, request, row, now),
@@ -115,6 +115,7 @@ impl Inner {
                 run_id: id,
                 attempt: 1,
                 token,
+                key: request.key.clone(),
             }
         });
         self.runs.insert(request.key.clone(), run);
@@ -137,12 +138,9 @@ impl Inner {
 
     /// Records one attempt's outcome if `owner` still holds it with its token.
     fn finish(&mut self, owner: &str, lease: &Lease, finish: &Finish, now: DateTime<Utc>) -> bool {
-        let Some(run) = self.run_by_id(lease.run_id) else {
+        let Some(run) = self.held(owner, lease) else {
             return false;
         };
-        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
-            return false;
-        }
         run.status = finish.status;
         run.message = finish.message.clone();
         run.error_class = finish.error_class;
@@ -156,6 +154,17 @@ impl Inner {
             last.finished_at = Some(now);
         }
         true
+    }
+
+    /// The run of `lease`'s slot while `owner` holds it with the lease's run id and token and it
+    /// is `running`: the check of every fenced write.
+    pub(super) fn held(&mut self, owner: &str, lease: &Lease) -> Option<&mut Run> {
+        self.runs.get_mut(&lease.key).filter(|run| {
+            run.id == lease.run_id
+                && run.token == lease.token
+                && run.owner == owner
+                && run.status == RunStatus::Running
+        })
     }
 
     /// The run with `run_id`: a scan (the memory backend keeps runs by slot key).
@@ -175,7 +184,7 @@ fn later(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
 }
 
 /// A new attempt of an existing run for `owner`; a still-running previous attempt is abandoned.
-fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>) -> Lease {
+fn take_over(run: &mut Run, key: &SlotKey, owner: &str, token: i64, now: DateTime<Utc>) -> Lease {
     run.end_attempt(RunStatus::Abandoned, reason::HEARTBEAT_EXPIRED, now);
     run.status = RunStatus::Running;
     run.updated_at = now;
@@ -191,6 +200,7 @@ fn take_over(run: &mut Run, owner: &str, token: i64, now: DateTime<Utc>) -> Leas
         run_id: run.id,
         attempt,
         token,
+        key: key.clone(),
     }
 }
 
@@ -258,16 +268,18 @@ impl SlotStore for MemoryBackend {
         }
         let mut claimed = Vec::with_capacity(plan.claim.len());
         for id in &plan.claim {
+            let Some(key) = rows.iter().find(|r| r.id == *id).map(|r| r.key.clone()) else {
+                continue;
+            };
             let token = inner.next_token();
             let Some(run) = inner.run_by_id(*id) else {
                 continue;
             };
-            let lease = take_over(run, owner, token, now);
+            let lease = take_over(run, &key, owner, token, now);
             let (trigger, zone, wall, business_date) =
                 (run.trigger, run.zone.clone(), run.wall, run.business_date);
             let trace_parent = run.trace_parent.clone();
-            let key = rows.iter().find(|r| r.id == *id).map(|r| r.key.clone());
-            claimed.extend(key.map(|key| DueClaim {
+            claimed.push(DueClaim {
                 key,
                 lease,
                 trigger,
@@ -275,7 +287,7 @@ impl SlotStore for MemoryBackend {
                 wall,
                 business_date,
                 trace_parent,
-            }));
+            });
         }
         drop(inner);
         Event::emit_all(&plan.events(&rows));
@@ -396,12 +408,9 @@ impl CheckpointStore for MemoryBackend {
     ) -> Result<bool, StoreError> {
         let mut inner = self.lock();
         self.check(&inner)?;
-        let Some(run) = inner.run_by_id(lease.run_id) else {
+        let Some(run) = inner.held(owner, lease) else {
             return Ok(false);
         };
-        if run.status != RunStatus::Running || run.token != lease.token || run.owner != owner {
-            return Ok(false);
-        }
         run.checkpoint = Some(data.to_owned());
         Ok(true)
     }

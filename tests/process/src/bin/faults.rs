@@ -47,6 +47,8 @@ mod clock;
 mod dst;
 #[path = "faults/dst_check.rs"]
 mod dst_check;
+#[path = "faults/failover.rs"]
+mod failover;
 #[path = "faults/kill9.rs"]
 mod kill9;
 #[path = "faults/lock_session.rs"]
@@ -55,6 +57,8 @@ mod lock_session;
 mod once_abandoned;
 #[path = "faults/overrun.rs"]
 mod overrun;
+#[path = "faults/pair.rs"]
+mod pair;
 #[path = "faults/pool.rs"]
 mod pool;
 #[path = "faults/proxy.rs"]

@@ -55,6 +55,8 @@ pub(crate) struct Outcome {
     pub(crate) figures: Vec<String>,
     pub(crate) condition: String,
     pub(crate) failures: Vec<String>,
+    /// What a scenario reports without requiring it (printed after the failures, as `note:`).
+    pub(crate) notes: Vec<String>,
 }
 
 impl Outcome {
@@ -63,6 +65,7 @@ impl Outcome {
             figures: Vec::new(),
             condition: condition.to_owned(),
             failures: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -181,13 +184,19 @@ pub(crate) fn run(h: &Harness, scenario: &Scenario) -> bool {
         if pass { "PASS" } else { "FAIL" },
         t.elapsed().as_secs_f64()
     );
-    for f in outcome.failures.iter().take(20) {
-        println!("    {name}: {f}");
-    }
-    if outcome.failures.len() > 20 {
-        println!("    {name}: ... {} more", outcome.failures.len() - 20);
-    }
+    print_capped(name, "", &outcome.failures);
+    print_capped(name, "note: ", &outcome.notes);
     pass
+}
+
+/// The first 20 of `lines`, each as `    <name>: <prefix><line>`, then how many more there were.
+fn print_capped(name: &str, prefix: &str, lines: &[String]) {
+    for line in lines.iter().take(20) {
+        println!("    {name}: {prefix}{line}");
+    }
+    if lines.len() > 20 {
+        println!("    {name}: {prefix}... {} more", lines.len() - 20);
+    }
 }
 
 /// The last line: how many ran and which failed; the exit code that goes with it.

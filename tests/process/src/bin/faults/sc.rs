@@ -179,10 +179,15 @@ impl Sc<'_> {
     }
 
     pub(crate) fn backend(&self, pool: u32) -> slotguard_postgres::PgBackend {
+        self.backend_on(&self.h.cluster.url(), pool)
+    }
+
+    /// This scenario's store on the server at `url` (a cluster of the scenario's own).
+    pub(crate) fn backend_on(&self, url: &str, pool: u32) -> slotguard_postgres::PgBackend {
         self.h
             .rt
             .block_on(
-                slotguard_postgres::PgBackend::builder(&self.h.cluster.url())
+                slotguard_postgres::PgBackend::builder(url)
                     .schema(self.schema.clone())
                     .pool_size(pool)
                     .connect(),
@@ -192,7 +197,12 @@ impl Sc<'_> {
 
     /// Every run with its attempts, and the database's clock when they were read.
     pub(crate) fn runs(&self) -> (Vec<RunRecord>, DateTime<Utc>) {
-        let backend = self.backend(1);
+        self.runs_on(&self.h.cluster.url())
+    }
+
+    /// [`Sc::runs`] from the server at `url`.
+    pub(crate) fn runs_on(&self, url: &str) -> (Vec<RunRecord>, DateTime<Utc>) {
+        let backend = self.backend_on(url, 1);
         self.h.rt.block_on(async {
             let runs = backend.runs(None).await.expect("runs");
             let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
@@ -211,13 +221,26 @@ impl Sc<'_> {
     ) -> (Report, Vec<RunRecord>, Vec<Effect>) {
         let effects = read_ledger(&self.ledger);
         let (runs, now) = self.runs();
-        let mut report = invariants::check(&effects, &runs, now, expected, GRACE);
+        let report = self.check_with(&effects, &runs, now, expected);
+        (report, runs, effects)
+    }
+
+    /// (a)-(e) over `effects` and `runs` (read at the database's `now`), with the kills and the
+    /// `allow` jobs of this scenario.
+    pub(crate) fn check_with(
+        &self,
+        effects: &[Effect],
+        runs: &[RunRecord],
+        now: DateTime<Utc>,
+        expected: &BTreeSet<(String, String)>,
+    ) -> Report {
+        let mut report = invariants::check(effects, runs, now, expected, GRACE);
         let exclusion = Exclusion {
             shared: self.shared.borrow().clone(),
             killed: self.killed.clone(),
         };
-        invariants::check_overlaps(&mut report, &effects, &runs, now, &exclusion);
-        (report, runs, effects)
+        invariants::check_overlaps(&mut report, effects, runs, now, &exclusion);
+        report
     }
 
     pub(crate) fn pool(&self) -> sqlx::PgPool {

@@ -6,9 +6,9 @@
 use crate::harness::Outcome;
 use crate::sc::Sc;
 use crate::{
-    busy, catchup, catchup_kill, clock, dst, kill9, lock_session, once_abandoned, overrun, pool,
-    proxy, race, redis, restart, retries, rolling, sched_edits, sigstop, terminate, tick_restart,
-    worker_overlap, workers,
+    busy, catchup, catchup_kill, clock, dst, failover, kill9, lock_session, once_abandoned,
+    overrun, pool, proxy, race, redis, restart, retries, rolling, sched_edits, sigstop, terminate,
+    tick_restart, worker_overlap, workers,
 };
 
 /// One scenario: its name on the command line, whether the CI subset runs it, what it does (for
@@ -207,5 +207,17 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         quick: true,
         what: "4 replicas follow 3 stored schedules flipped, paused, removed and re-added, one slot skipped, while one replica is killed and another stopped past stale",
         run: sched_edits::schededits,
+    },
+    Scenario {
+        name: "failoversync",
+        quick: false,
+        what: "kill -9 of the primary while bodies run; its synchronous standby promoted 250 ms later, the replicas' proxy moved to it",
+        run: failover::failoversync,
+    },
+    Scenario {
+        name: "failoverasync",
+        quick: false,
+        what: "the same failover to an asynchronous standby held 3 s behind: tokens granted once, completions of their own slot's body",
+        run: failover::failoverasync,
     },
 ];
