@@ -43,7 +43,7 @@ fn promtool_checks_the_rules_and_passes_their_unit_tests() {
         "{out}{}",
         String::from_utf8_lossy(&checked.stderr)
     );
-    assert!(out.contains("SUCCESS: 7 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 8 rules found"), "{out}");
     let tested = Command::new("promtool")
         .args(["test", "rules", "slotguard.rules.test.yml"])
         .current_dir(deploy())
