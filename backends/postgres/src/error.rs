@@ -168,7 +168,24 @@ pub(crate) fn described(e: &sqlx::Error) -> String {
     if let Some(code) = db.code() {
         text.push_str(&format!(" [SQLSTATE {code}]"));
     }
+    if through_transaction_pooler(db.code().as_deref(), db.message()) {
+        text.push_str(TRANSACTION_POOLER);
+    }
     text
+}
+
+/// What an error says when a transaction-mode pooler sits between the backend and the database.
+pub(crate) const TRANSACTION_POOLER: &str = " (is a transaction-mode pooler, such as PgBouncer with \
+     pool_mode = transaction, between slotguard and PostgreSQL? slotguard's prepared statements and \
+     session locks need a server session of their own: connect to PostgreSQL directly or through \
+     session pooling; see docs/high-availability.md)";
+
+/// Whether a server error is the mark of a transaction-mode pooler: one of the driver's named
+/// prepared statements (`sqlx_s_<n>`) missing, already there, or another statement of that name
+/// with other parameters, on the server session the pooler handed the statement to (PgBouncer
+/// before 1.21 does not track prepared statements).
+fn through_transaction_pooler(code: Option<&str>, message: &str) -> bool {
+    matches!(code, Some("26000" | "42P05" | "08P01")) && message.contains("\"sqlx_s_")
 }
 
 impl From<PgError> for StoreError {
@@ -264,7 +281,25 @@ fn find_password_param(s: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_url, through_transaction_pooler};
+
+    #[test]
+    fn the_driver_s_prepared_statements_lost_by_a_pooler_name_it() {
+        let exists = r#"prepared statement "sqlx_s_1" already exists"#;
+        let missing = r#"prepared statement "sqlx_s_12" does not exist"#;
+        assert!(through_transaction_pooler(Some("42P05"), exists));
+        assert!(through_transaction_pooler(Some("26000"), missing));
+        let other =
+            r#"bind message supplies 3 parameters, but prepared statement "sqlx_s_2" requires 1"#;
+        assert!(through_transaction_pooler(Some("08P01"), other));
+        // An application's own statements, or another error, are not the pooler's mark.
+        assert!(!through_transaction_pooler(
+            Some("26000"),
+            r#"prepared statement "mine" does not exist"#
+        ));
+        assert!(!through_transaction_pooler(Some("42P01"), exists));
+        assert!(!through_transaction_pooler(None, exists));
+    }
 
     #[test]
     fn passwords_are_redacted() {

@@ -15,4 +15,5 @@ mod failover;
 mod locks;
 mod logs;
 mod migrations;
+mod pooler;
 mod retention;
