@@ -43,6 +43,8 @@ mod catchup;
 mod catchup_kill;
 #[path = "faults/clock.rs"]
 mod clock;
+#[path = "faults/dead_owner.rs"]
+mod dead_owner;
 #[path = "faults/dst.rs"]
 mod dst;
 #[path = "faults/dst_check.rs"]

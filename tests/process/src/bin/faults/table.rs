@@ -6,9 +6,9 @@
 use crate::harness::Outcome;
 use crate::sc::Sc;
 use crate::{
-    busy, catchup, catchup_kill, clock, dst, failover, kill9, lock_session, once_abandoned,
-    overrun, pool, proxy, race, redis, restart, retries, rolling, sched_edits, sigstop, terminate,
-    tick_restart, worker_overlap, workers,
+    busy, catchup, catchup_kill, clock, dead_owner, dst, failover, kill9, lock_session,
+    once_abandoned, overrun, pool, proxy, race, redis, restart, retries, rolling, sched_edits,
+    sigstop, terminate, tick_restart, worker_overlap, workers,
 };
 
 /// One scenario: its name on the command line, whether the CI subset runs it, what it does (for
@@ -219,5 +219,11 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         quick: false,
         what: "the same failover to an asynchronous standby held 3 s behind: tokens granted once, completions of their own slot's body",
         run: failover::failoverasync,
+    },
+    Scenario {
+        name: "deadowner",
+        quick: false,
+        what: "kill -9 the replica running 5 every-second jobs (960 ms bodies, stale 3 s), restart it: ticks skipped behind the dead owner, counted (issue 27 point 3)",
+        run: dead_owner::deadowner,
     },
 ];
