@@ -1,20 +1,32 @@
 //! Schedulers and workers on PostgreSQL, as separate OS processes on the shared server.
 //!
 //! ```text
-//! cargo bench -p slotguard-benches --bench workers                 # all three
+//! cargo bench -p slotguard-benches --bench workers                 # floor, drain, lag, fanout
 //! cargo bench -p slotguard-benches --bench workers -- drain 100000 # one, with its size
+//! cargo bench -p slotguard-benches --bench workers -- floor 20000  # the floor, then the drain
 //! ```
 //!
 //! 1. drain: N trivial slots (overlap `allow`) queued with `enqueue_slots`, then drained by 4 worker
 //!    processes with room for 16 bodies each; executions per second from the first start to the
-//!    last finish (the stores' own timestamps), and the enqueue cost per slot.
-//! 2. lag: one scheduler process and 4 workers, 20 jobs every second for 20 s; due instant → body
+//!    last finish (the stores' own timestamps), and the enqueue cost per slot. Then
+//!    graphile-worker's drain of the same size, when it is installed (not in `floor`).
+//! 2. floor (run before the drain, in the same process): the least SQL a correct queue needs for
+//!    the drain's work, on the drain's own tables and rows, from 4 connections each claiming 16
+//!    (`FOR UPDATE SKIP LOCKED`, attempt rows inserted in the same statement) and finishing them
+//!    (one statement); then the same loop with slotguard's `claim_due` and `finish`, and
+//!    slotguard's drain, each as a fraction of the floor. What the floor leaves out is listed in
+//!    `workers/floor.rs`. Each prints the statements per run and what the server counted on the
+//!    two tables (updates, HOT updates, index growth).
+//! 3. lag: one scheduler process and 4 workers, 20 jobs every second for 20 s; due instant → body
 //!    start (the attempt's `started_at`, database clock) p50/p99/max.
-//! 3. fanout: one slot of a job with 10,000 partitions, queued by a scheduler process, 4 workers
+//! 4. fanout: one slot of a job with 10,000 partitions, queued by a scheduler process, 4 workers
 //!    × 16: time from the slot until all are claimed and until all have finished.
 //!
 //! Each scenario runs in a fresh schema, dropped afterwards. Override the server with
 //! `SLOTGUARD_TEST_DATABASE_URL`.
+
+#[path = "workers/floor.rs"]
+mod floor;
 
 use slotguard::store::QueueStore;
 use std::process::{Child, Command, Stdio};
@@ -49,8 +61,22 @@ fn main() {
     let only = args.first().cloned();
     let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000);
     runtime.block_on(async {
-        if only.as_deref().is_none_or(|o| o == "drain") {
-            drain(n).await;
+        let floor = match only.as_deref() {
+            None | Some("floor") => Some((floor::floor(n).await, floor::store_calls(n).await)),
+            Some(_) => None,
+        };
+        if only.as_deref().is_none_or(|o| o == "drain" || o == "floor") {
+            let workers = std::env::var("BENCH_WORKERS")
+                .ok()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(WORKERS);
+            let slotguard = drain(n, workers).await;
+            if let Some((floor, calls)) = floor {
+                compare(&floor, &calls, &slotguard, workers);
+            }
+            if only.as_deref() != Some("floor") {
+                graphile_drain(n, workers).await;
+            }
         }
         if only.as_deref().is_none_or(|o| o == "lag") {
             lag().await;
@@ -201,7 +227,8 @@ async fn queue_past_slots(backend: &PgBackend, n: usize) {
     }
 }
 
-async fn drain(n: usize) {
+/// slotguard's drain of `n` queued slots by `workers` worker processes; prints its lines.
+async fn drain(n: usize, workers: usize) -> floor::Drained {
     let schema = TestSchema::with_prefix("sg_bench_drain");
     let (backend, mut conn) = connect(&schema).await;
     let started = Instant::now();
@@ -209,11 +236,8 @@ async fn drain(n: usize) {
     let enqueue = started.elapsed();
     // As autovacuum would within a minute of such a load: a claim's plan needs statistics.
     analyze(&mut conn, &format!("\"{}\".job_runs", schema.name)).await;
-    let workers = std::env::var("BENCH_WORKERS")
-        .ok()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(WORKERS);
-    let wall = Instant::now();
+    let before = floor::settled(&mut conn, &schema.name, n as i64, 0, 0).await;
+    let (cpu, wall) = (floor::cpu_seconds().1, Instant::now());
     let children: Vec<Child> = (0..workers)
         .map(|_| spawn("worker", &schema.name))
         .collect();
@@ -227,26 +251,48 @@ async fn drain(n: usize) {
     .await;
     let wall = wall.elapsed();
     stop(children);
-    let span = scalar_f64(
-        &mut conn,
-        format!(
-            "SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM \"{}\".job_runs",
-            schema.name
-        ),
-    )
-    .await;
-    let done = count(&mut conn, &schema.name, "status = 'succeeded'").await;
+    // The workers' CPU, from spawning them until they exited.
+    let cpu = floor::cpu_seconds().1 - cpu;
+    let drained = floor::figures(&mut conn, &schema.name, wall, cpu, before, n as i64).await;
     println!(
-        "drain: slotguard: {done} of {n} trivial slots by {workers} workers x {ROOM}: {:.0} executions/s \
+        "drain: slotguard: {} of {n} trivial slots by {workers} workers x {ROOM}: {:.0} executions/s \
          from spawning the workers to the last success ({:.2} s), {:.0}/s from the first start to the \
-         last finish ({span:.2} s); enqueue {:.1} us/slot in batches of 1,000",
-        done as f64 / wall.as_secs_f64(),
+         last finish ({:.2} s); enqueue {:.1} us/slot in batches of 1,000\n  drain: {}",
+        drained.runs,
+        drained.wall_rate(),
         wall.as_secs_f64(),
-        done as f64 / span,
-        enqueue.as_secs_f64() * 1e6 / n as f64
+        drained.rate(),
+        drained.span,
+        enqueue.as_secs_f64() * 1e6 / n as f64,
+        drained.writes()
     );
     backend.close().await;
-    graphile_drain(n, workers).await;
+    drained
+}
+
+/// slotguard's drain, and its statements in the floor's loop, as fractions of the floor's rate,
+/// measured in the same run.
+fn compare(
+    floor: &floor::Drained,
+    calls: &floor::Drained,
+    slotguard: &floor::Drained,
+    workers: usize,
+) {
+    let share = |d: &floor::Drained| 100.0 * d.rate() / floor.rate();
+    println!(
+        "floor vs drain, from the first start to the last finish: floor {:.0}/s ({WORKERS} connections x {ROOM}); \
+         slotguard's statements in the floor's loop {:.0}/s, {:.1} %; slotguard's drain {:.0}/s, {:.1} % \
+         ({workers} worker processes x {ROOM}; from spawning the workers {:.0}/s, {:.1} % of the floor's {:.0}/s \
+         from starting its loops)",
+        floor.rate(),
+        calls.rate(),
+        share(calls),
+        slotguard.rate(),
+        share(slotguard),
+        slotguard.wall_rate(),
+        100.0 * slotguard.wall_rate() / floor.wall_rate(),
+        floor.wall_rate()
+    );
 }
 
 /// graphile-worker's package beside the peers harness (`npm ci` there installs it).
