@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{PgError, redact_url};
@@ -128,30 +128,8 @@ impl PgBackendBuilder {
         }
         let _ = conn.close().await;
 
-        // The claim and finish statements are large CTEs over array parameters: planning them anew
-        // on every execution (PostgreSQL's custom plans) costs more than running them. One generic
-        // plan per prepared statement and connection does not depend on the arrays' contents.
-        // No JIT: once a table holds 100,000 queued rows the claim's estimated cost passes
-        // `jit_above_cost`, and compiling it took 180 ms of each 260 ms claim (a drain of 100,000
-        // slots fell from about 2,800 to about 30 a second). Every statement here is short.
-        let pool_options = options
-            .clone()
-            .options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
         let watch = Arc::new(failover::Watch::default());
-        let schema: Arc<str> = Arc::from(quoted.as_str());
-        let on_connect = Arc::clone(&watch);
-        let pool = PgPoolOptions::new()
-            .max_connections(self.pool_size)
-            .acquire_timeout(self.connect_timeout)
-            // Every new connection raises the token floor and looks for a failover.
-            .after_connect(move |conn, _| {
-                let (watch, schema) = (Arc::clone(&on_connect), Arc::clone(&schema));
-                Box::pin(async move {
-                    watch.on_connect(conn, &schema).await;
-                    Ok(())
-                })
-            })
-            .connect_lazy_with(pool_options);
+        let pool = self.pool(&options, &watch, &quoted);
         let locks = Locks::new(LockConfig {
             options: lock_options,
             url: url.clone(),
@@ -175,6 +153,39 @@ impl PgBackendBuilder {
                 watch,
             }),
         })
+    }
+}
+
+impl PgBackendBuilder {
+    /// The pool of slot-row connections, opened lazily; every new connection raises the token
+    /// floor and looks for a failover (`watch`).
+    fn pool(
+        &self,
+        options: &PgConnectOptions,
+        watch: &Arc<failover::Watch>,
+        quoted: &str,
+    ) -> PgPool {
+        // The claim and finish statements are large CTEs over array parameters: planning them anew
+        // on every execution (PostgreSQL's custom plans) costs more than running them. One generic
+        // plan per prepared statement and connection does not depend on the arrays' contents.
+        // No JIT: once a table holds 100,000 queued rows the claim's estimated cost passes
+        // `jit_above_cost`, and compiling it took 180 ms of each 260 ms claim (a drain of 100,000
+        // slots fell from about 2,800 to about 30 a second). Every statement here is short.
+        let pool_options = options
+            .clone()
+            .options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
+        let (watch, schema): (_, Arc<str>) = (Arc::clone(watch), Arc::from(quoted));
+        PgPoolOptions::new()
+            .max_connections(self.pool_size)
+            .acquire_timeout(self.connect_timeout)
+            .after_connect(move |conn, _| {
+                let (watch, schema) = (Arc::clone(&watch), Arc::clone(&schema));
+                Box::pin(async move {
+                    watch.on_connect(conn, &schema).await;
+                    Ok(())
+                })
+            })
+            .connect_lazy_with(pool_options)
     }
 }
 

@@ -65,7 +65,7 @@ fn start() -> Option<Bouncer> {
         .arg("postgres")
         .arg(dir.path())
         .status();
-    let mut cmd = if nix_is_root() {
+    let mut cmd = if running_as_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(&binary);
         c
@@ -93,7 +93,7 @@ fn start() -> Option<Bouncer> {
     })
 }
 
-fn nix_is_root() -> bool {
+fn running_as_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
