@@ -172,17 +172,10 @@ pub(crate) async fn floor(n: usize) -> Drained {
 
     let drained = figures(&mut conn, &schema.name, wall, cpu, before, n as i64).await;
     ran_once(&mut conn, &schema.name, &drained, n).await;
-    println!(
-        "floor: bare SQL, {WORKERS} connections each claiming {ROOM} then finishing them: {} runs, {:.0}/s from \
-         the first start to the last finish ({:.2} s), {:.0}/s from starting the loops ({:.2} s)\n  floor: {}\n  \
-         floor: {}",
-        drained.runs,
-        drained.rate(),
-        drained.span,
-        drained.wall_rate(),
-        drained.wall.as_secs_f64(),
-        timings.medians(),
-        drained.writes()
+    drained.report(
+        &format!("floor: bare SQL, {WORKERS} connections each claiming {ROOM} then finishing them"),
+        "floor",
+        &timings.medians(),
     );
     drained
 }
@@ -262,17 +255,12 @@ pub(crate) async fn store_calls(n: usize) -> Drained {
     backend.close().await;
     let drained = figures(&mut conn, &schema.name, wall, cpu, before, n as i64).await;
     ran_once(&mut conn, &schema.name, &drained, n).await;
-    println!(
-        "floor loop, slotguard's statements: {WORKERS} tasks each calling claim_due({ROOM}) then finish: {} runs, \
-         {:.0}/s from the first start to the last finish ({:.2} s), {:.0}/s from starting the loops ({:.2} s)\n  \
-         calls: {}\n  calls: {}",
-        drained.runs,
-        drained.rate(),
-        drained.span,
-        drained.wall_rate(),
-        drained.wall.as_secs_f64(),
-        timings.medians(),
-        drained.writes()
+    drained.report(
+        &format!(
+            "floor loop, slotguard's statements: {WORKERS} tasks each calling claim_due({ROOM}) then finish"
+        ),
+        "calls",
+        &timings.medians(),
     );
     drained
 }
@@ -354,6 +342,21 @@ impl Drained {
     }
 
     /// The statements and the writes per run, for the bench's output.
+    /// Prints the rates under `what`, then the statements' medians and the writes, each line
+    /// under `tag`.
+    fn report(&self, what: &str, tag: &str, medians: &str) {
+        println!(
+            "{what}: {} runs, {:.0}/s from the first start to the last finish ({:.2} s), {:.0}/s \
+             from starting the loops ({:.2} s)\n  {tag}: {medians}\n  {tag}: {}",
+            self.runs,
+            self.rate(),
+            self.span,
+            self.wall_rate(),
+            self.wall.as_secs_f64(),
+            self.writes()
+        );
+    }
+
     pub(crate) fn writes(&self) -> String {
         let n = self.runs.max(1) as f64;
         let (r, a) = (&self.runs_table, &self.attempts_table);
