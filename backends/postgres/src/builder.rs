@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{PgError, redact_url};
 use crate::locks::{self, LockConfig, Locks};
+use crate::presence::{self, Presence};
 use crate::sql::{self, Statements};
 use crate::{DEFAULT_SCHEMA, Inner, PgBackend, failover, migrate, queue};
 
@@ -49,7 +50,9 @@ impl PgBackendBuilder {
     }
 
     /// The most connections the pool opens for slot rows (default 5). The lock connection comes on
-    /// top of these, and so does one short-lived connection for migrations at start-up.
+    /// top of these, so does the presence connection once the backend claims (it tells the other
+    /// replicas at once when this process dies; see `docs/guards.md`), and one short-lived
+    /// connection for migrations at start-up.
     pub fn pool_size(mut self, connections: u32) -> Self {
         self.pool_size = connections.max(1);
         self
@@ -104,6 +107,9 @@ impl PgBackendBuilder {
         let lock_options = options
             .clone()
             .application_name(&format!("{app} (slotguard locks)"));
+        let presence_options = options
+            .clone()
+            .application_name(&format!("{app} (slotguard presence)"));
 
         let connect_err = |source| PgError::Connect {
             url: url.clone(),
@@ -141,10 +147,19 @@ impl PgBackendBuilder {
         });
         let stop = CancellationToken::new();
         locks.spawn_liveness(stop.clone());
+        let key = presence::random_key();
+        let statements = Statements::new(&quoted, key);
+        let presence = Arc::new(Presence::new(
+            key,
+            presence_options,
+            self.connect_timeout,
+            Arc::clone(&statements.expire_gone),
+        ));
         Ok(PgBackend {
             inner: Arc::new(Inner {
                 pool,
-                statements: Statements::new(&quoted),
+                statements,
+                presence,
                 schema: self.schema,
                 url,
                 locks,

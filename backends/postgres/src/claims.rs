@@ -27,6 +27,9 @@ impl PgBackend {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
+        if !queue {
+            self.inner.presence.ensure(&self.inner.stop);
+        }
         let n = requests.len();
         let cols = RequestColumns::new(requests);
         let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
@@ -73,6 +76,7 @@ impl PgBackend {
         if specs.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        self.inner.presence.ensure(&self.inner.stop);
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
         // A cluster-wide limit counts the job's running runs: its claimers take turns too.
         let exclusive: Vec<&str> = specs

@@ -42,6 +42,11 @@
 //! of the statement that judges (`statement_timestamp()`, not the transaction's `now()`, which is as
 //! old as the claim-lock wait before it; see the `sql` module).
 //!
+//! A process that dies is noticed sooner than its stale threshold: from its first claim a backend
+//! holds a random presence key on a connection of its own and writes it on the attempts it starts,
+//! and the runs whose key no session holds any more are made stale once their heartbeat is half
+//! the threshold old (`presence.rs`; docs/guards.md, "Recovery").
+//!
 //! # Advisory locks and poolers
 //!
 //! Locks are PostgreSQL *session* advisory locks, held on one dedicated connection that is never
@@ -71,6 +76,7 @@ mod failover;
 mod inspect;
 mod locks;
 mod migrate;
+mod presence;
 mod queue;
 mod replicas;
 mod retention;
@@ -162,6 +168,8 @@ struct Inner {
     queue: queue::Signal,
     /// The tokens granted and the server's identity, to notice a failover.
     watch: Arc<failover::Watch>,
+    /// This backend's presence key and the session that holds it, started on the first claim.
+    presence: Arc<presence::Presence>,
 }
 
 impl Drop for Inner {
@@ -277,8 +285,9 @@ impl PgBackend {
         self.inner.locks.session_pid().await
     }
 
-    /// Releases every lock, closes the lock connection and the pool. Holders of locks still held
-    /// see their `lost` token cancelled. The backend (and its clones) cannot be used afterwards.
+    /// Releases every lock, closes the lock connection, the presence connection and the pool.
+    /// Holders of locks still held see their `lost` token cancelled. The backend (and its clones)
+    /// cannot be used afterwards.
     pub async fn close(&self) {
         self.inner.stop.cancel();
         self.inner.locks.close().await;

@@ -78,6 +78,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "fencing tokens that never repeat",
         sql: include_str!("../migrations/0012_token_floor.sql"),
     },
+    Migration {
+        version: 13,
+        description: "owner presence",
+        sql: include_str!("../migrations/0013_owner_presence.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

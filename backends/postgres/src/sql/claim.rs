@@ -34,12 +34,13 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 ///   snapshot) is decided by its policy (`skip`, `buffer_one`, `replace`); any other is `claim`.
 ///   The decision only matters for a new slot: an existing row is never changed by it.
 /// - `ins` inserts every slot: `running` (attempt 1, the request's token) when decided `claim` or
-///   `replace`, `skipped` for `skip`, `pending` with no `next_attempt_at` for `buffer_one` (attempt
-///   0, no owner; they take the request's token only because the column is unique and not null). A
-///   slot whose row exists is left alone (`DO NOTHING`: no row lock, no new row version). When two
-///   claimers insert the same new slot, the second waits for the first to commit and then does
-///   nothing. Rows are inserted in slot-key order, so two claimers with overlapping batches wait on
-///   each other in one direction only and cannot deadlock.
+///   `replace`, with this backend's presence key (`presence.rs`), `skipped` for `skip`, `pending`
+///   with no `next_attempt_at` for `buffer_one` (attempt 0, no owner; they take the request's
+///   token only because the column is unique and not null). A slot whose row exists is left alone
+///   (`DO NOTHING`: no row lock, no new row version). When two claimers insert the same new slot,
+///   the second waits for the first to commit and then does nothing. Rows are inserted in slot-key
+///   order, so two claimers with overlapping batches wait on each other in one direction only and
+///   cannot deadlock.
 /// - `superseded` (for a slot inserted `pending`) marks the other waiting slots of its job and
 ///   partition `skipped`: at most one waits. `replaced` (for a slot inserted by `replace`) marks the
 ///   job and partition's `running` runs `abandoned` with no `next_attempt_at`, so that neither
@@ -55,8 +56,8 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 ///   it and the other skips it (`Taken`); a claimer that comes after the winner committed re-reads
 ///   the row, finds its fresh heartbeat and skips it too. Claims therefore never wait on row locks
 ///   (except `replaced`, which waits for a concurrent writer of a running row to commit).
-/// - `upd` re-claims the locked rows: new owner, the request's token, attempt + 1. Its WHERE
-///   repeats the staleness test and demands a higher token, as a second line of defence.
+/// - `upd` re-claims the locked rows: new owner and presence, the request's token, attempt + 1.
+///   Its WHERE repeats the staleness test and demands a higher token, as a second line of defence.
 /// - `abandon` closes the previous attempt of each re-claimed run; `attempts` opens an attempt row
 ///   for every win.
 /// - The final SELECT answers per request, in order. A request that inserted a `running` row or
@@ -108,7 +109,7 @@ ins AS (
     INSERT INTO {schema}.job_runs AS j
         (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
          stale_after, created_at, updated_at, started_at, finished_at, error_message, zone,
-         wall_time, business_date, "trigger", schedule_fingerprint, next_attempt_at)
+         wall_time, business_date, "trigger", schedule_fingerprint, next_attempt_at, presence)
     SELECT job_name, scheduled_at, partition_key,
            CASE WHEN decision = 'skip' THEN 'skipped'
                 WHEN decision = 'buffer_one' OR $13 THEN 'pending'
@@ -125,7 +126,8 @@ ins AS (
                WHEN 'buffer_one' THEN {waiting}
            END,
            zone, wall_time, business_date, trigger_kind, fingerprint,
-           CASE WHEN $13 AND decision NOT IN ('skip', 'buffer_one') THEN scheduled_at END
+           CASE WHEN $13 AND decision NOT IN ('skip', 'buffer_one') THEN scheduled_at END,
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {presence} END
     FROM decided
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
@@ -208,6 +210,7 @@ upd AS (
     UPDATE {schema}.job_runs j
     SET attempt = j.attempt + 1,
         owner = $1,
+        presence = {presence},
         fencing_token = s.token,
         heartbeat_at = {now},
         stale_after = s.stale_after_us * interval '1 microsecond',

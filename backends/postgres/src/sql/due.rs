@@ -142,8 +142,9 @@ macro_rules! due_condition {
 ///   callers each take rows no one else holds, never wait, and a row re-claimed and committed by
 ///   another caller after this statement's snapshot is re-checked on its new version (now fresh
 ///   `running`) and dropped. The two sets are disjoint by their conditions.
-/// - `upd` makes each `running` with attempt + 1, a new token, a fresh heartbeat; `abandon` closes
-///   a stale run's previous attempt (`heartbeat expired`); `attempts` opens the new attempt rows.
+/// - `upd` makes each `running` with attempt + 1, a new token, a fresh heartbeat and this backend's
+///   presence key; `abandon` closes a stale run's previous attempt (`heartbeat expired`);
+///   `attempts` opens the new attempt rows.
 pub(crate) const CLAIM_DUE: &str = concat!(
     r#"
 WITH spec AS (
@@ -279,6 +280,7 @@ upd AS (
     SET status = 'running',
         attempt = j.attempt + 1,
         owner = $1,
+        presence = {presence},
         fencing_token = nextval('{schema}.fencing_tokens'),
         heartbeat_at = {now},
         started_at = {now},

@@ -27,6 +27,7 @@ pub(crate) mod due;
 pub(crate) mod finish;
 pub(crate) mod jobs;
 pub(crate) mod locks;
+pub(crate) mod presence;
 pub(crate) mod replicas;
 pub(crate) mod retention;
 pub(crate) mod runs;
@@ -90,13 +91,18 @@ pub(crate) struct Statements {
     pub(crate) schedule_history: Arc<str>,
     pub(crate) skip_slot: Arc<str>,
     pub(crate) unskip_slot: Arc<str>,
+    pub(crate) expire_gone: Arc<str>,
 }
 
 impl Statements {
-    pub(crate) fn new(quoted_schema: &str) -> Self {
+    /// The statements of one backend: its schema, and its presence key written on the attempts it
+    /// starts (`{presence}`; see `presence.rs`).
+    pub(crate) fn new(quoted_schema: &str, presence: i32) -> Self {
         let s = |sql: &str| {
             Arc::<str>::from(with_reasons(
-                &sql.replace("{schema}", quoted_schema).replace("{now}", NOW),
+                &sql.replace("{schema}", quoted_schema)
+                    .replace("{now}", NOW)
+                    .replace("{presence}", &presence.to_string()),
             ))
         };
         Statements {
@@ -145,6 +151,7 @@ impl Statements {
             schedule_history: s(schedules::SCHEDULE_HISTORY),
             skip_slot: s(schedules::SKIP_SLOT),
             unskip_slot: s(schedules::UNSKIP_SLOT),
+            expire_gone: s(presence::EXPIRE_GONE),
         }
     }
 }
@@ -187,7 +194,7 @@ mod tests {
     /// its lock wait.
     #[test]
     fn run_statements_read_the_clock_at_their_own_start() {
-        let s = Statements::new("\"s\"");
+        let s = Statements::new("\"s\"", 7);
         let runs = [
             &s.claim,
             &s.claim_due,
@@ -199,6 +206,7 @@ mod tests {
             &s.heartbeat,
             &s.finish,
             &s.finish_many,
+            &s.expire_gone,
         ];
         for sql in runs {
             let sql = sql.to_lowercase();
@@ -211,6 +219,20 @@ mod tests {
             ] {
                 assert!(!sql.contains(stale), "{stale} in {sql}");
             }
+        }
+    }
+
+    /// The presence key is spliced into the statements that start attempts, and nowhere is a
+    /// placeholder left.
+    #[test]
+    fn attempts_carry_the_presence_key() {
+        let s = Statements::new("\"s\"", -42);
+        for sql in [&s.claim, &s.claim_due] {
+            assert!(sql.contains("presence = -42"), "{sql}");
+        }
+        assert!(s.claim.contains("ELSE -42 END"));
+        for sql in [&s.claim, &s.claim_due, &s.expire_gone, &s.record_skipped] {
+            assert!(!sql.contains('{'), "a placeholder is left in {sql}");
         }
     }
 

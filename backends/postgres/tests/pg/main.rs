@@ -16,4 +16,5 @@ mod locks;
 mod logs;
 mod migrations;
 mod pooler;
+mod presence;
 mod retention;

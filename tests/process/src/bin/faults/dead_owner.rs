@@ -1,9 +1,10 @@
-//! `deadowner` (issue 27, point 3, measured before the fix): after `kill -9` of the replica running
-//! the jobs' bodies, how many ticks of each job are recorded `skipped` by overlap behind the dead
-//! process's run (its heartbeat stays fresh until the stale threshold), and how long until the job
-//! runs again. The set-up of `busykill`: 3 replicas, 5 jobs every second at `slot`, overlap `skip`,
-//! bodies of 960 ms, stale 3 s, recovery poll 0.5 s. The issue's goal, at most one tick per job
-//! skipped behind a dead owner, is reported (a `note:`), not required.
+//! `deadowner` (issue 27, point 3): after `kill -9` of the replica running the jobs' bodies, how
+//! many ticks of each job are recorded `skipped` by overlap behind the dead process's run, and how
+//! long until the job runs again. The set-up of `busykill`: 3 replicas, 5 jobs every second at
+//! `slot`, overlap `skip`, bodies of 960 ms, stale 3 s, recovery poll 0.5 s. Before the backend
+//! noticed gone owners (presence, `backends/postgres/src/presence.rs`) the job waited out the stale
+//! threshold: 2-3 ticks skipped per kill and job. Required now: never 3 (no kill-job waits out the
+//! threshold); the issue's goal, at most one, is reported (a `note:`).
 
 use slotguard::store::AttemptRecord;
 use slotguard::store::rules::reason::SKIPPED_OVERLAP;
@@ -70,12 +71,20 @@ struct Pair {
     recovered: bool,
 }
 
+/// Most ticks a job may skip behind a dead owner: the tick of the second the kill fell in may find
+/// its heartbeat younger than half the threshold, and the next one may race the look for gone
+/// owners; waiting out the whole threshold skips [`WAITED_OUT`].
+const MOST_SKIPS: usize = 2;
+
+/// The skips per kill and job when the threshold is waited out (stale 3 s, a tick every second).
+const WAITED_OUT: usize = 3;
+
 /// [`ROUNDS`] kills of the busy replica on the `busykill` set-up; counts the overlap skips behind
-/// each interrupted attempt and times the job's next start, and requires (a)-(e) and every
-/// interrupted attempt taken over.
+/// each interrupted attempt and times the job's next start, and requires (a)-(e), every
+/// interrupted attempt taken over, and at most [`MOST_SKIPS`] skips behind each.
 pub(crate) fn deadowner(sc: &mut Sc) -> Outcome {
     let mut out = Outcome::new(
-        "each round kill -9 hits the replica that runs job bodies right now, which is restarted (at least half the rounds find one); at least one attempt interrupted; every interrupted attempt taken over by a later attempt; (a)-(e) over every slot of the run. Reported, not required: ticks skipped behind a dead owner per kill and job (goal of issue 27 point 3: at most 1)",
+        "each round kill -9 hits the replica that runs job bodies right now, which is restarted (at least half the rounds find one); at least one attempt interrupted; every interrupted attempt taken over by a later attempt; at most 2 ticks per kill and job skipped behind the dead owner (3: the stale threshold waited out); (a)-(e) over every slot of the run. Reported: the goal of issue 27 point 3, at most 1",
     );
     let args = busy_args(960);
     let (mut kills, mut running) = (Vec::new(), Vec::new());
@@ -94,18 +103,33 @@ pub(crate) fn deadowner(sc: &mut Sc) -> Outcome {
     out.require(!pairs.is_empty(), || {
         "no kill interrupted an attempt".into()
     });
-    for p in pairs.iter().filter(|p| !p.recovered) {
-        let kill = &kills[p.kill];
-        out.failures.push(format!(
-            "{}: the attempt interrupted by the kill of {} (pid {}) at {} was never taken over",
-            p.job,
-            kill.instance,
-            kill.pid,
-            kill.at.format("%H:%M:%S%.3f")
-        ));
-    }
+    out.failures.extend(failures(&kills, &pairs));
     out.notes.push(goal(&pairs));
     out.notes.extend(per_kill(&kills, &pairs));
+    out
+}
+
+/// What went wrong per kill and job: more than [`MOST_SKIPS`] ticks skipped behind the dead owner,
+/// or the interrupted attempt never taken over.
+fn failures(kills: &[Kill], pairs: &[Pair]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in pairs {
+        let kill = &kills[p.kill];
+        let at = kill.at.format("%H:%M:%S%.3f");
+        let killed = format!("the kill of {} (pid {}) at {at}", kill.instance, kill.pid);
+        if p.dead_skips > MOST_SKIPS {
+            out.push(format!(
+                "{}: {} ticks skipped behind the attempt interrupted by {killed} ({WAITED_OUT}: the stale threshold waited out)",
+                p.job, p.dead_skips
+            ));
+        }
+        if !p.recovered {
+            out.push(format!(
+                "{}: the attempt interrupted by {killed} was never taken over",
+                p.job
+            ));
+        }
+    }
     out
 }
 
