@@ -40,6 +40,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (10, "trace context of queued runs".to_owned()),
         (11, "schedules kept as data".to_owned()),
         (12, "fencing tokens that never repeat".to_owned()),
+        (14, "calendar overrides".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 
