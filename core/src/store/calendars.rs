@@ -128,7 +128,7 @@ pub const MAX_CALENDAR_NAME: usize = 64;
 /// See [`MAX_CALENDAR_NAME`].
 pub const MAX_HOLIDAY_NAME: usize = 200;
 /// See [`MAX_CALENDAR_NAME`].
-pub const MAX_OVERRIDE_REASON: usize = 1_000;
+pub const MAX_OVERRIDE_REASON: usize = 1_024;
 /// The years an override's date may be in.
 pub const OVERRIDE_YEARS: std::ops::RangeInclusive<i32> = 1970..=2200;
 

@@ -54,7 +54,7 @@ pub async fn calendar_overrides_are_appended_in_order_and_audited(backend: &dyn 
     for (spec, reason) in [
         (
             override_spec("2026-10-02", OverrideKind::Add, "h"),
-            "x".repeat(1_001),
+            "x".repeat(1_025),
         ),
         (
             override_spec("9999-01-01", OverrideKind::Add, "h"),
