@@ -20,6 +20,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod answers;
+mod calendars;
 mod checks;
 mod command;
 #[cfg(feature = "dashboard")]
@@ -41,6 +42,7 @@ mod skip;
 mod writes;
 
 pub use answers::{BackfillOptions, BackfillReport, JobStatus, Retried, Triggered};
+pub use calendars::{MAX_OVERRIDES, parse_holiday_date, parse_override_kind};
 pub use command::{Command, Outcome};
 pub use error::AdminError;
 pub use follow::{MAX_WAIT, check_wait, finished};

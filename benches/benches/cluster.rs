@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Timelike, Utc};
 use slotguard::store::{
-    AdminStore, AuditEntry, AuditRecord, Backend, CheckpointStore, Claim, ClaimRequest, ClockStore,
-    DueClaim, DueSpec, Enqueue, Finish, JobDefinition, JobRecord, Lease, LockLease, LockStore,
-    PruneSpec, Pruned, QueueStore, ReplicaInfo, ReplicaRecord, ReplicaStore, RetentionStore,
-    RunChange, RunCounts, RunFilter, RunRecord, ScheduleChanges, ScheduleSpec, ScheduleStore,
-    ScheduleVersion, ScheduleWrite, SlotKey, SlotStore, StaleLock, StoreError,
+    AdminStore, AuditEntry, AuditRecord, Backend, CalendarOverride, CalendarStore, CheckpointStore,
+    Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Enqueue, Finish, JobDefinition, JobRecord,
+    Lease, LockLease, LockStore, OverrideChanges, OverrideSpec, PruneSpec, Pruned, QueueStore,
+    ReplicaInfo, ReplicaRecord, ReplicaStore, RetentionStore, RunChange, RunCounts, RunFilter,
+    RunRecord, ScheduleChanges, ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite,
+    SlotKey, SlotStore, StaleLock, StoreError,
 };
 use slotguard::{Job, JobContext, Scheduler, SchedulerHandle};
 use slotguard_postgres::PgBackend;
@@ -491,6 +492,29 @@ impl<B: Backend> ScheduleStore for Counting<B> {
     async fn unskip_slot(&self, key: &SlotKey, by: &str, reason: &str) -> Result<bool, StoreError> {
         self.other("unskip_slot", self.inner.unskip_slot(key, by, reason))
             .await
+    }
+}
+
+/// Counted by name: every replica reads the holiday overrides each poll.
+#[async_trait]
+impl<B: Backend> CalendarStore for Counting<B> {
+    async fn write_override(
+        &self,
+        spec: &OverrideSpec,
+        by: &str,
+        reason: &str,
+    ) -> Result<CalendarOverride, StoreError> {
+        let write = self.inner.write_override(spec, by, reason);
+        self.other("write_override", write).await
+    }
+
+    async fn override_changes(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<OverrideChanges, StoreError> {
+        let read = self.inner.override_changes(after, limit);
+        self.other("override_changes", read).await
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! `next` (the slots a cron expression yields, like `systemd-analyze calendar`) works offline; the
 //! operations on a cluster's store (`jobs`, `runs`, `missed`, `retry`, `cancel`, `trigger`,
-//! `backfill`, `pause`, `resume`, `audit`, `replicas`, `schedule`, `skip`, `unskip`) live in
+//! `backfill`, `pause`, `resume`, `audit`, `replicas`, `schedule`, `skip`, `unskip`, `holiday`) live
+//! in
 //! [`ops`].
 //!
 //! Exit codes follow clap's convention: 0 for success, 2 for a usage error or bad input, 1 for any other

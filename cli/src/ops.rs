@@ -1,11 +1,13 @@
 //! The operations on a cluster's store: `jobs`, `runs`, `run`, `missed`, `retry`, `cancel`,
 //! `trigger`, `backfill`, `pause`, `resume`, `audit`, `replicas`, the stored schedules (`schedule
-//! add|list|show|set|remove|preview`), `skip` and `unskip`. Each is one call of the admin API
+//! add|list|show|set|remove|preview`), `skip`, `unskip` and holiday overrides (`holiday
+//! add|remove|list`). Each is one call of the admin API
 //! ([`slotguard_admin::Admin`]) on the store the replicas share, printed as a table (or, for the
 //! listings, as JSON with `--json`). Every change to a job or a run is a
 //! [`slotguard_admin::Command`] handed to `Admin::execute`, as the HTTP router's and the
 //! dashboard's changes are; a stored schedule and a skip are changed by the admin API's own
-//! methods (`Admin::add_schedule`, `Admin::skip`, ...), as the HTTP router changes them.
+//! methods (`Admin::add_schedule`, `Admin::skip`, `Admin::add_holiday`, ...), as the HTTP router
+//! changes them.
 //!
 //! Every argument is checked before the store is opened (`Plan::new`), so bad input is reported as
 //! bad input (exit 2) even when the store is unreachable. Exit codes, for scripts: 0 done; 2 bad input
@@ -82,6 +84,16 @@ Exit codes: 0 done, 2 bad input (the message names the argument), 3 unknown job 
 for unskip, no skip to undo), 4 the schedule exists already or the slot has a row already, 7 the
 schedule changed since --version was read (nothing was changed), 1 store unreachable or another
 failure.";
+
+const HOLIDAY_EXAMPLES: &str = "\
+Examples:
+  export SLOTGUARD_DATABASE_URL=postgres://ops@db.internal/app   # or sqlite:/var/lib/app/slotguard.db
+  slotguard holiday add KR 2026-10-02 --name '임시공휴일' --reason 'temporary holiday decree'
+  slotguard holiday remove KR 2026-10-02 --reason 'decree withdrawn'
+  slotguard holiday list --calendar KR
+
+Exit codes: 0 done, 2 bad input (an unknown calendar, a bad or absurd date, a long reason; the
+message names the argument), 1 store unreachable or another failure.";
 
 /// Runs one operation and prints its result.
 pub(crate) fn run(store: &Store, op: Op) -> ExitCode {

@@ -261,6 +261,11 @@ fn schedule_preview_stores_nothing() {
 }
 
 #[test]
+fn holidays_are_added_removed_and_listed() {
+    ops::holidays_are_added_removed_and_listed(&fixture("holidays"));
+}
+
+#[test]
 fn skip_and_unskip_a_slot() {
     ops::skip_and_unskip_a_slot(&fixture("skip"));
 }

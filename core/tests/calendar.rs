@@ -5,27 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use slotguard::store::{RunRecord, RunStatus};
-use slotguard::{Adjust, Job, JobContext, MemoryBackend, Scheduler, TokioClock};
+use slotguard::{Adjust, Job, JobContext};
 
-fn at(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-}
+#[path = "support/one_job.rs"]
+mod one_job;
+
+use one_job::at;
 
 /// Runs `job` on a memory store from `start` for `span` of paused time; the store's runs.
 async fn run_for(job: Job, start: &str, span: Duration) -> Vec<RunRecord> {
-    let clock = TokioClock::starting_at(at(start));
-    let store = MemoryBackend::with_clock(Arc::new(clock));
-    let handle = Scheduler::builder()
-        .backend(store.clone())
-        .clock(clock)
-        .jobs(vec![job])
-        .build()
-        .unwrap()
-        .try_start()
-        .await
-        .unwrap();
+    let (store, handle) = one_job::start(job, start).await;
     tokio::time::sleep(span).await;
     handle.shutdown().await;
     store.runs()

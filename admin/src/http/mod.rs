@@ -75,12 +75,18 @@
 //! | `DELETE` | `/schedules/{id}` | `{"version"?, "reason", "actor"?}`, or `?version=&reason=&actor=` without a body | the removed version (`"removed": true`) |
 //! | `GET` | `/audit` | `?job=&limit=&before=` | `{"audit": [record], "next": id or null}` |
 //! | `GET` | `/replicas` | | `{"replicas": [replica]}`: every recorded process, alive or gone |
+//! | `GET` | `/calendar-overrides` | `?calendar=` | `{"overrides": [override]}`: the latest of each calendar and date, by calendar and date |
+//! | `POST` | `/calendar-overrides` | `{"calendar", "date", "kind": "add" or "remove", "name"? (required to add), "reason", "actor"?}` | `201` override; `400 invalid` with `field` `calendar` (not a builtin nor a registered job's), `date`, `kind`, `name` |
 //!
 //! An empty query parameter is an absent one, except `partition`: `?partition=` means the
 //! unpartitioned runs, no `partition` at all means every partition. `limit` is a whole number from 1
 //! to 1,000 ([`MAX_PAGE`](crate::MAX_PAGE)), 50 when absent; `limit=0` or `limit=100000` is `400
 //! invalid` with `field: "limit"`, as in the CLI and the Rust API ([`check_page`](crate::check_page)),
 //! never capped. Runs are listed newest slot first; the audit trail newest first.
+//!
+//! An override is answered as `{"calendar", "date", "kind", "name", "reason", "changedBy",
+//! "changedAt", "effectiveAt"}`; running schedulers follow it from `effectiveAt` (see
+//! docs/time.md).
 //!
 //! A schedule is answered as `{"id", "version", "source": "api", "job", "cron", "tz", "dst",
 //! "partition", "startAt", "endAt", "remainingRuns", "paused", "note", "pauseOnFailure", "removed", "effectiveAt",
@@ -138,6 +144,7 @@
 //! router that has a fallback of its own, call [`Router::reset_fallback`] on it first.
 #![cfg_attr(docsrs, doc(cfg(feature = "http")))]
 
+mod calendars;
 mod changes;
 mod dto;
 mod error;
@@ -193,6 +200,10 @@ pub fn router(admin: Admin) -> Router {
         .route("/missed", get(reads::missed_everywhere))
         .route("/audit", get(reads::audit))
         .route("/replicas", get(reads::replicas))
+        .route(
+            "/calendar-overrides",
+            get(calendars::list).post(calendars::write),
+        )
         .fallback(reads::not_found)
         .method_not_allowed_fallback(reads::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -7,6 +7,7 @@ mod registered;
 mod support;
 
 mod backfill;
+mod calendars;
 mod changes;
 mod jobs;
 mod missed;

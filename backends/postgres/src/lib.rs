@@ -70,6 +70,7 @@
 
 mod admin;
 mod builder;
+mod calendars;
 mod claims;
 mod error;
 mod failover;

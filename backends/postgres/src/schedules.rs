@@ -92,7 +92,10 @@ fn versions(rows: &[PgRow]) -> Result<Vec<ScheduleVersion>, StoreError> {
 
 impl PgBackend {
     /// A `READ COMMITTED` transaction holding the schedules' lock, `shared` or exclusive.
-    async fn schedules_tx(&self, shared: bool) -> Result<Transaction<'static, Postgres>, PgError> {
+    pub(crate) async fn schedules_tx(
+        &self,
+        shared: bool,
+    ) -> Result<Transaction<'static, Postgres>, PgError> {
         let mut tx = self.inner.pool.begin_with(READ_COMMITTED).await?;
         sqlx::query(if shared {
             SCHEDULE_LOCK_SHARED

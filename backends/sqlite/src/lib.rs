@@ -98,6 +98,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 mod admin;
+mod calendars;
 mod claims;
 mod error;
 mod inspect;

@@ -65,6 +65,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "schedules kept as data",
         sql: include_str!("../migrations/0009_schedules.sql"),
     },
+    Migration {
+        version: 10,
+        description: "calendar overrides",
+        sql: include_str!("../migrations/0010_calendar_overrides.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -66,5 +66,5 @@ async fn hostile_names_round_trip() {
     .fetch_one(backend.pool())
     .await
     .expect("tables");
-    assert_eq!(tables, 9, "every table is still there");
+    assert_eq!(tables, 10, "every table is still there");
 }

@@ -7,8 +7,10 @@ use slotguard_admin::{ChangeRequest, DEFAULT_PAGE};
 use super::EXAMPLES;
 use super::failure::Failure;
 
+mod holiday;
 mod schedule;
 
+pub(crate) use holiday::HolidayOp;
 pub(crate) use schedule::{AddArgs, PreviewArgs, ScheduleOp, SetArgs, SpecArgs, UpcomingSlot};
 
 /// Who asks, and why: stored in the audit trail.
@@ -244,6 +246,9 @@ pub(crate) enum Op {
     /// Undo a skip, as long as no replica has claimed the slot: it runs as its schedule says.
     #[command(after_long_help = super::SCHEDULE_EXAMPLES)]
     Unskip(UpcomingSlot),
+    /// Add or remove a holiday on a business calendar, or list the overrides, without a deploy.
+    #[command(subcommand, after_long_help = super::HOLIDAY_EXAMPLES)]
+    Holiday(HolidayOp),
     /// List the scheduler processes recorded in the store: host, pid, version, roles, jobs, runs
     /// held, last heartbeat, alive or gone.
     #[command(after_long_help = EXAMPLES)]

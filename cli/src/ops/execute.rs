@@ -6,7 +6,7 @@ use std::io::Write as _;
 use slotguard::store::{RunRecord, RunStatus};
 use slotguard_admin::{Admin, ChangeRequest, Command, JobMissed, Outcome, finished};
 
-use super::failure::{Failure, failure};
+use super::failure::{Failure, HOLIDAY_ARGS, failure, fields};
 use super::plan::Plan;
 use super::{STILL_GOING, UNSUCCESSFUL, show};
 
@@ -61,6 +61,22 @@ impl Plan {
             ),
             Plan::Replicas { json } => show::replicas(&admin.replicas().await?, json),
             Plan::Schedule(plan) => plan.execute(admin).await?,
+            Plan::Holiday {
+                calendar,
+                date,
+                kind,
+                name,
+                by,
+            } => {
+                let written = admin
+                    .override_holiday(&calendar, date, kind, name.as_deref(), &by)
+                    .await
+                    .map_err(fields(HOLIDAY_ARGS))?;
+                show::holiday_written(&written)
+            }
+            Plan::Holidays { calendar, json } => {
+                show::holidays(&admin.calendar_overrides(calendar.as_deref()).await?, json)
+            }
             Plan::Skip {
                 job,
                 slot,

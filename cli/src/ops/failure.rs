@@ -107,6 +107,15 @@ pub(super) const SKIP_ARGS: &[(&str, &str)] = &[
     ("partition", "--partition"),
 ];
 
+/// The arguments of `holiday add|remove`, by the field the admin API names.
+pub(super) const HOLIDAY_ARGS: &[(&str, &str)] = &[
+    ("calendar", "CALENDAR"),
+    ("date", "DATE"),
+    ("name", "--name"),
+    ("reason", "--reason"),
+    ("actor", "--actor"),
+];
+
 /// The admin API's refusal of a field, said as `ARGUMENT: problem` with the field named as the
 /// CLI's argument is (`cron` is `--cron`), by `names`; any other failure as it is.
 pub(super) fn fields(names: &'static [(&str, &str)]) -> impl Fn(AdminError) -> Failure {

@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use slotguard::store::RunFilter;
+use chrono::{DateTime, NaiveDate, Utc};
+use slotguard::store::{OverrideKind, RunFilter};
 use slotguard_admin::parse::{instant, rate, seconds, status};
 use slotguard_admin::{
-    BackfillOptions, ChangeRequest, Command, MissedCursor, MissedQuery, parse_page,
+    BackfillOptions, ChangeRequest, Command, MissedCursor, MissedQuery, parse_holiday_date,
+    parse_page,
 };
 
-use super::args::{BackfillArgs, Op, RetryArgs, SlotArgs};
+use super::args::{BackfillArgs, HolidayOp, Op, RetryArgs, SlotArgs};
 use super::failure::{Failure, argument, usage};
 use super::show;
 
@@ -57,6 +58,19 @@ pub(super) enum Plan {
     },
     /// A stored schedule's operation.
     Schedule(SchedulePlan),
+    /// `holiday add` or `holiday remove`.
+    Holiday {
+        calendar: String,
+        date: NaiveDate,
+        kind: OverrideKind,
+        name: Option<String>,
+        by: ChangeRequest,
+    },
+    /// `holiday list`.
+    Holidays {
+        calendar: Option<String>,
+        json: bool,
+    },
     /// `skip` of an upcoming slot, or with `undo` its `unskip`.
     Skip {
         job: String,
@@ -136,10 +150,36 @@ impl Plan {
             },
             Op::Replicas { json } => Plan::Replicas { json },
             Op::Schedule(op) => Plan::Schedule(SchedulePlan::new(op)?),
+            Op::Holiday(op) => holiday(op)?,
             Op::Skip(args) => schedule::skip(args, false)?,
             Op::Unskip(args) => schedule::skip(args, true)?,
         })
     }
+}
+
+/// `holiday`, every argument checked.
+fn holiday(op: HolidayOp) -> Result<Plan, Failure> {
+    let (calendar, date, kind, name, why) = match op {
+        HolidayOp::List { calendar, json } => return Ok(Plan::Holidays { calendar, json }),
+        HolidayOp::Add {
+            calendar,
+            date,
+            name,
+            why,
+        } => (calendar, date, OverrideKind::Add, Some(name), why),
+        HolidayOp::Remove {
+            calendar,
+            date,
+            why,
+        } => (calendar, date, OverrideKind::Remove, None, why),
+    };
+    Ok(Plan::Holiday {
+        date: parse_holiday_date(&date).map_err(argument("DATE"))?,
+        calendar,
+        kind,
+        name,
+        by: why.request()?,
+    })
 }
 
 /// A change that is not followed.

@@ -18,9 +18,11 @@ use slotguard_admin::{
     BackfillReport, JobStatus, MissedCursor, MissedPage, MissedSlot, Retried, Triggered,
 };
 
+mod holiday;
 mod run;
 mod schedule;
 
+pub(super) use holiday::{holiday_written, holidays};
 pub(super) use run::{range_retried, run, waited};
 pub(super) use schedule::{
     preview, schedule, schedule_changed, schedule_removed, schedules, skipped, unskipped,

@@ -447,6 +447,8 @@ pub(crate) fn rows(text: &str, header: &[&str]) -> Vec<HashMap<String, String>> 
 // Scenarios, each on a fresh fixture, by what they exercise.
 #[path = "ops/changes.rs"]
 mod changes;
+#[path = "ops/holidays.rs"]
+mod holidays;
 #[path = "ops/input.rs"]
 mod input;
 #[path = "ops/listings.rs"]
@@ -455,6 +457,7 @@ mod listings;
 mod schedules;
 
 pub(crate) use changes::*;
+pub(crate) use holidays::*;
 pub(crate) use input::*;
 pub(crate) use listings::*;
 pub(crate) use schedules::*;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub(crate) mod calendars;
 pub(crate) mod catchup;
 pub(crate) mod chain;
 pub(crate) mod clock_sync;
@@ -77,6 +78,9 @@ pub(crate) struct Runtime {
     /// How much room a full worker waits for before it claims again: half its limit, so that a
     /// queue of short runs is claimed in batches rather than one run per round trip.
     pub(crate) run_refill: u32,
+    /// Operators' holiday overrides of the jobs' calendars, when the store keeps them and a job
+    /// has a calendar.
+    pub(crate) calendars: Option<Arc<calendars::Overrides>>,
 }
 
 impl Runtime {

@@ -17,13 +17,12 @@ use super::window::OUTAGE_RETRY;
 const TRIES: u32 = 6;
 
 /// Logs and counts the removed slots, and records those of `slot`-level jobs.
-pub(crate) async fn record(rt: Arc<Runtime>, removed: Vec<(Arc<JobEntry>, Slot)>) {
+///
+/// `removed` holds each slot's job and the holiday that removed it (`None`: a weekend day).
+pub(crate) async fn record(rt: Arc<Runtime>, removed: Vec<(Arc<JobEntry>, Slot, Option<String>)>) {
     let mut by_reason: Vec<(String, Vec<Candidate>)> = Vec::new();
-    for (job, slot) in removed {
-        let holiday = job
-            .schedule
-            .business()
-            .and_then(|rule| rule.calendar().holiday(slot.business_date()));
+    for (job, slot, holiday) in removed {
+        let holiday = holiday.as_deref();
         tracing::info!(event = "job_calendar_skipped", job = %job.name, %slot, holiday = holiday.unwrap_or("weekend"), "not a business day on the job's calendar; no run");
         crate::metrics::skipped(&job.name, "calendar");
         if job.level != GuardLevel::Slot {

@@ -30,7 +30,7 @@ struct Plan {
 #[derive(Default)]
 struct Due {
     slots: Vec<Candidate>,
-    removed: Vec<(Arc<crate::entry::JobEntry>, Slot)>,
+    removed: Vec<(Arc<crate::entry::JobEntry>, Slot, Option<String>)>,
 }
 
 /// Runs the timer until shutdown.
@@ -43,6 +43,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         heap: BinaryHeap::with_capacity(n),
     };
     let mut changes = rt.synced.as_ref().map(|c| c.changes());
+    let mut overrides = rt.calendars.as_ref().map(|c| c.subscribe());
     report_periods(&rt);
     super::coverage::report(&rt);
     plan.replan(&rt);
@@ -53,37 +54,58 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
             rt.stop.cancelled().await;
             return;
         };
-        let wait = (due - lead - rt.clock.now())
+        let mut wait = (due - lead - rt.clock.now())
             .to_std()
             .unwrap_or(Duration::ZERO);
-        if !wait.is_zero() {
-            let changed = async {
-                let stepped = match &mut changes {
-                    Some(changes) => changes.changed().await.is_ok(),
-                    None => false,
-                };
-                if !stepped {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                () = rt.stop.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
-                // The scheduler's time stepped (see `ClockSync`): plan from the new time.
-                () = changed => plan.replan(&rt),
+        if wait.is_zero() {
+            if rt.stop.is_cancelled() {
+                return;
             }
-            // Re-read the clock: a wake-up is never trusted to be on time.
-            continue;
+            let due = plan.take_due(&rt, lead);
+            spawn_ticks(&rt, due.slots);
+            if !due.removed.is_empty() {
+                rt.tracker
+                    .spawn(removed::record(Arc::clone(&rt), due.removed));
+            }
+            if !plan.holds(&rt, lead) {
+                continue;
+            }
+            // Due, but an override in force at it may not be read yet: look again after a while.
+            wait = HOLD;
         }
-        if rt.stop.is_cancelled() {
-            return;
+        let stepped = async {
+            let stepped = match &mut changes {
+                Some(changes) => changes.changed().await.is_ok(),
+                None => false,
+            };
+            if !stepped {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = rt.stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+            // The scheduler's time stepped (see `ClockSync`): plan from the new time.
+            () = stepped => plan.replan(&rt),
+            // An override changed a job's calendar: plan on it.
+            () = overridden(&mut overrides) => plan.replan(&rt),
         }
-        let due = plan.take_due(&rt, lead);
-        spawn_ticks(&rt, due.slots);
-        if !due.removed.is_empty() {
-            rt.tracker
-                .spawn(removed::record(Arc::clone(&rt), due.removed));
-        }
+        // Re-read the clock: a wake-up is never trusted to be on time.
+    }
+}
+
+/// How long the timer waits before it looks again at a due slot whose calendar overrides are not
+/// all read yet.
+const HOLD: Duration = Duration::from_millis(50);
+
+/// Resolves when an override changed a job's calendar; never without overrides.
+async fn overridden(overrides: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let changed = match overrides {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => false,
+    };
+    if !changed {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -96,9 +118,9 @@ impl Plan {
         self.heap.clear();
         let now = rt.clock.now();
         let from_now = now - rt.settle();
-        for (i, job) in rt.jobs.iter().enumerate() {
+        for i in 0..rt.jobs.len() {
             let from = self.fired[i].map_or(from_now, |f| f.max(from_now));
-            let slot = job.schedule.next_after(from);
+            let slot = rt.next_slot(i, from);
             if let Some(slot) = slot {
                 self.heap.push(Reverse((slot.scheduled_at, i, false)));
             }
@@ -113,28 +135,42 @@ impl Plan {
         if self.removed[i].is_some() {
             return;
         }
-        let removed = rt.jobs[i].schedule.next_removed_after(after);
+        let removed = rt.next_removed(i, after);
         if let Some(slot) = removed {
             self.heap.push(Reverse((slot.scheduled_at, i, true)));
         }
         self.removed[i] = removed;
     }
 
+    /// Whether the earliest slot is due but held: an override in force at it may not be read yet.
+    fn holds(&self, rt: &Runtime, lead: chrono::Duration) -> bool {
+        self.heap.peek().is_some_and(|&Reverse((at, i, _))| {
+            at - lead <= rt.clock.now() && !rt.calendar_knows(i, at)
+        })
+    }
+
     /// Pops every slot due by now (plus the claim lead), one per job, and plans each job's next;
-    /// and every removed slot due by now, planning the job's next removed one.
+    /// and every removed slot due by now, planning the job's next removed one. A slot whose
+    /// calendar overrides are not all read yet stays in the heap.
     fn take_due(&mut self, rt: &Arc<Runtime>, lead: chrono::Duration) -> Due {
         let now = rt.clock.now();
         let mut due = Due::default();
         let mut in_batch = HashSet::new();
+        let mut held = Vec::new();
         while let Some(&Reverse((at, i, removed))) = self.heap.peek() {
             if at > now + lead {
                 break;
+            }
+            if !rt.calendar_knows(i, at) {
+                held.extend(self.heap.pop());
+                continue;
             }
             // Recorded as early as slots are claimed (the lead): the wait above counts it.
             if removed {
                 self.heap.pop();
                 if let Some(slot) = self.removed[i].take() {
-                    due.removed.push((Arc::clone(&rt.jobs[i]), slot));
+                    let holiday = rt.holiday(i, &slot);
+                    due.removed.push((Arc::clone(&rt.jobs[i]), slot, holiday));
                     self.plan_removed(rt, i, slot.scheduled_at);
                 }
                 continue;
@@ -158,6 +194,7 @@ impl Plan {
             deadline::watch(rt, job, slot.scheduled_at);
             due.slots.push(Candidate::slot(job, slot, Arc::from("")));
         }
+        self.heap.extend(held);
         due
     }
 }
@@ -167,12 +204,12 @@ impl Plan {
 /// catch-up policies decide about the rest.
 fn following(rt: &Runtime, i: usize, slot: Slot, now: DateTime<Utc>) -> Option<Slot> {
     let job = &rt.jobs[i];
-    let following = job.schedule.next_after(slot.scheduled_at);
+    let following = rt.next_slot(i, slot.scheduled_at);
     if following.is_none_or(|f| f.scheduled_at > now) {
         return following;
     }
-    let skipped = job
-        .schedule
+    let skipped = rt
+        .schedule_of(i)
         .slots_after(slot.scheduled_at)
         .take_while(|s| s.scheduled_at <= now)
         .take(100_000)
@@ -185,7 +222,7 @@ fn following(rt: &Runtime, i: usize, slot: Slot, now: DateTime<Utc>) -> Option<S
         until = %now,
         "timer fell behind; slots in between were not fired"
     );
-    job.schedule.next_after(now)
+    rt.next_slot(i, now)
 }
 
 /// Hands the batch to tick tasks, grouped by this replica's spread delay for each slot.

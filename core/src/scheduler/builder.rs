@@ -562,7 +562,12 @@ impl SchedulerBuilder {
             } else {
                 Duration::ZERO
             });
+        let follows_overrides = self.store.as_ref().is_some_and(|s| s.calendars.is_some());
+        let calendars = follows_overrides
+            .then(|| crate::runtime::calendars::Overrides::new(&jobs).map(Arc::new))
+            .flatten();
         Runtime {
+            calendars,
             jobs,
             guards,
             state: Arc::new(std::mem::take(&mut self.state)),

@@ -22,6 +22,8 @@ pub(crate) enum Task {
     Timer,
     /// Follows the schedules kept in the store and fires their slots as the timer does.
     Schedules,
+    /// Reads operators' holiday overrides of the jobs' calendars for the timer.
+    Calendars,
     /// After registration, creates the runs of slots missed while no replica ran; `all` paces them.
     CatchUp,
     /// Claims due work: retries, hand-overs, stale and buffered runs.
@@ -41,16 +43,16 @@ pub(crate) enum Task {
 }
 
 use Task::{
-    CatchUp, ClockWatch, Control, Heartbeats, Recovery, Registry, Retention, Schedules, Timer,
-    WorkerLoop,
+    Calendars, CatchUp, ClockWatch, Control, Heartbeats, Recovery, Registry, Retention, Schedules,
+    Timer, WorkerLoop,
 };
 
 /// The tasks each role starts. Without a store only the timer runs; the clock watch runs when
 /// the clock is measured ([`ClockSync`](crate::ClockSync) not `Off`).
 #[rustfmt::skip]
 pub(crate) const TASK_SETS: [(Role, &[Task]); 4] = [
-    (Role::All,       &[ClockWatch, Control, Timer, Schedules, CatchUp, Recovery, Heartbeats, Registry, Retention]),
-    (Role::Scheduler, &[ClockWatch, Control, Timer, Schedules, CatchUp, Registry, Retention]),
+    (Role::All,       &[ClockWatch, Control, Timer, Schedules, Calendars, CatchUp, Recovery, Heartbeats, Registry, Retention]),
+    (Role::Scheduler, &[ClockWatch, Control, Timer, Schedules, Calendars, CatchUp, Registry, Retention]),
     (Role::Worker,    &[ClockWatch, Control, WorkerLoop, Heartbeats, Registry, Retention]),
     (Role::Admin,     &[ClockWatch, Control, Registry, Retention]),
 ];
@@ -69,6 +71,7 @@ impl Task {
         match self {
             Timer => "timer",
             Schedules => "stored schedules",
+            Calendars => "calendar overrides",
             CatchUp => "catch-up",
             Recovery => "recovery",
             WorkerLoop => "worker loop",
@@ -97,7 +100,8 @@ impl Task {
                 Capability::Replicas,
             ],
             // A store without stored schedules has only the code's.
-            Heartbeats | Schedules => &[],
+            // Likewise without overrides: the jobs' calendars are the code's.
+            Heartbeats | Schedules | Calendars => &[],
         }
     }
 }
@@ -202,6 +206,18 @@ impl Start<'_> {
                 self.rt
                     .tracker
                     .spawn(tracing::Instrument::instrument(drive, span));
+            }
+            Calendars => {
+                let (Some(store), Some(book)) = (store.calendars.clone(), rt.calendars.clone())
+                else {
+                    return;
+                };
+                let ready = latches.clock_measured.clone();
+                let drive = async move {
+                    ready.cancelled().await;
+                    crate::runtime::calendars::drive(rt, store, book).await;
+                };
+                self.rt.tracker.spawn(drive);
             }
             ClockWatch => self.clock_watch(rt, store, latches.clock_measured.clone()),
             Control => self.control(rt, store, latches.registered.clone()),

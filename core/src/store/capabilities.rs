@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    AdminStore, AuditRecord, Backend, CheckpointStore, ClockStore, Finish, Lease, LockStore,
-    QueueStore, ReplicaStore, RetentionStore, ScheduleStore, SlotStore, StoreError,
+    AdminStore, AuditRecord, Backend, CalendarStore, CheckpointStore, ClockStore, Finish, Lease,
+    LockStore, QueueStore, ReplicaStore, RetentionStore, ScheduleStore, SlotStore, StoreError,
 };
 
 /// One thing a store may or may not do, beside its slot rows. The builder requires each for the
@@ -99,6 +99,9 @@ pub struct Store {
     pub(crate) replicas: Option<Arc<dyn ReplicaStore>>,
     pub(crate) retention: Option<Arc<dyn RetentionStore>>,
     pub(crate) schedules: Option<Arc<dyn ScheduleStore>>,
+    /// Operators' holiday overrides: not a capability `build()` asks for; without them a job's
+    /// calendar is the one its code gives.
+    pub(crate) calendars: Option<Arc<dyn CalendarStore>>,
     /// The whole backend, when the store is one: the admin API takes it.
     pub(crate) backend: Option<Arc<dyn Backend>>,
 }
@@ -144,6 +147,7 @@ impl Store {
             replicas: None,
             retention: None,
             schedules: None,
+            calendars: None,
             backend: None,
         }
     }
@@ -161,6 +165,7 @@ impl Store {
             replicas: Some(Arc::clone(&backend) as _),
             retention: Some(Arc::clone(&backend) as _),
             schedules: Some(Arc::clone(&backend) as _),
+            calendars: Some(Arc::clone(&backend) as _),
             backend: Some(backend),
         }
     }
@@ -210,6 +215,12 @@ impl Store {
     /// The same store with schedules kept as data.
     pub fn with_schedules(mut self, schedules: Arc<dyn ScheduleStore>) -> Self {
         self.schedules = Some(schedules);
+        self
+    }
+
+    /// The same store with operators' holiday overrides, which the jobs' calendars then follow.
+    pub fn with_calendars(mut self, calendars: Arc<dyn CalendarStore>) -> Self {
+        self.calendars = Some(calendars);
         self
     }
 

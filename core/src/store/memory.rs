@@ -17,6 +17,7 @@ use super::{
 use crate::ErrorClass;
 use crate::clock::{Clock, SharedClock, SystemClock};
 
+mod calendars;
 mod registry;
 mod retention;
 mod schedules;
@@ -46,6 +47,8 @@ struct Inner {
     replicas: std::collections::BTreeMap<String, registry::Replica>,
     /// Stored schedules' versions, in the order they were written.
     schedules: Vec<super::ScheduleVersion>,
+    /// Operators' holiday overrides, in the order they were written.
+    overrides: Vec<super::CalendarOverride>,
     unavailable: bool,
 }
 

@@ -2,7 +2,8 @@
 //! minimal store), the queue of schedulers and workers ([`QueueStore`]), checkpoints
 //! ([`CheckpointStore`]), the store's clock ([`ClockStore`]), cluster-wide locks ([`LockStore`]),
 //! what operators read and change ([`AdminStore`]), the replica registry ([`ReplicaStore`]) and
-//! history retention ([`RetentionStore`]) and schedules kept as data ([`ScheduleStore`]). No method has a default: a store has a capability by
+//! history retention ([`RetentionStore`]), schedules kept as data ([`ScheduleStore`]) and operators'
+//! holiday overrides ([`CalendarStore`]). No method has a default: a store has a capability by
 //! writing all of it, and [`Store`] says which it has, so that `build()` names a capability a role
 //! or setting needs and the store lacks. A [`Backend`] has them all.
 //!
@@ -22,6 +23,7 @@ use crate::ErrorClass;
 use crate::policy::Overlap;
 
 pub mod admin;
+pub mod calendars;
 mod capabilities;
 mod deadline;
 pub mod memory;
@@ -35,6 +37,9 @@ pub(crate) mod vocab;
 pub use admin::{
     AdminStore, AttemptRecord, AuditEntry, AuditRecord, Enqueue, JobDefinition, JobRecord,
     RunChange, RunCounts, RunFilter, RunRecord,
+};
+pub use calendars::{
+    CalendarOverride, CalendarStore, OverrideChanges, OverrideError, OverrideKind, OverrideSpec,
 };
 pub use capabilities::{AdminStoreExt, Capability, SlotStoreExt, Store};
 pub use deadline::LeaseDeadline;
@@ -551,6 +556,7 @@ pub trait Backend:
     + ReplicaStore
     + RetentionStore
     + ScheduleStore
+    + CalendarStore
 {
     /// A short name for logs (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;

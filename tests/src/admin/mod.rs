@@ -44,7 +44,8 @@ macro_rules! admin_contract {
             replicas_record_themselves_go_stale_and_leave,
             finished_runs_past_their_retention_are_pruned,
             schedule_versions_are_written_once_and_in_order,
-            operator_skips_hold_until_undone);
+            operator_skips_hold_until_undone,
+            calendar_overrides_are_appended_in_order_and_audited);
     };
     (@each #[$test:meta] $fresh:ident; $($check:ident),+) => {
         $(
@@ -58,6 +59,7 @@ macro_rules! admin_contract {
 }
 
 mod audit;
+mod calendars;
 mod cancel;
 mod enqueue;
 mod jobs;
@@ -68,6 +70,7 @@ mod runs;
 mod schedules;
 
 pub use audit::the_audit_trail_is_newest_first_per_job_and_capped;
+pub use calendars::{calendar_overrides_are_appended_in_order_and_audited, override_spec};
 pub use cancel::cancelling_takes_the_run_from_its_holder_or_the_queue;
 pub use enqueue::{
     concurrent_triggers_each_get_a_run, enqueued_runs_are_created_once_and_claimed_once_due,

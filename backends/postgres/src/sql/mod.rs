@@ -21,6 +21,7 @@
 //! change and its audit record, written by two statements of one transaction, share its instant.
 
 pub(crate) mod admin;
+pub(crate) mod calendars;
 pub(crate) mod checkpoint;
 pub(crate) mod claim;
 pub(crate) mod due;
@@ -92,6 +93,9 @@ pub(crate) struct Statements {
     pub(crate) skip_slot: Arc<str>,
     pub(crate) unskip_slot: Arc<str>,
     pub(crate) expire_gone: Arc<str>,
+    pub(crate) last_override: Arc<str>,
+    pub(crate) insert_override: Arc<str>,
+    pub(crate) override_changes: Arc<str>,
 }
 
 impl Statements {
@@ -152,6 +156,9 @@ impl Statements {
             skip_slot: s(schedules::SKIP_SLOT),
             unskip_slot: s(schedules::UNSKIP_SLOT),
             expire_gone: s(presence::EXPIRE_GONE),
+            last_override: s(calendars::LAST_OVERRIDE),
+            insert_override: s(calendars::INSERT_OVERRIDE),
+            override_changes: s(calendars::OVERRIDE_CHANGES),
         }
     }
 }

@@ -524,9 +524,9 @@ async fn hostile_names_are_parameters_and_round_trip_verbatim() {
     .await
     .expect("tables");
     assert_eq!(
-        tables, 8,
+        tables, 9,
         "job_runs, job_run_attempts, lock_keys, jobs, job_run_audit, replicas, job_schedules, \
-         migrations"
+         calendar_overrides, migrations"
     );
     backend.close().await;
 }

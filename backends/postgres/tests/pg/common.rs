@@ -31,7 +31,8 @@ impl Connect for TestSchema {
 }
 
 /// The tables the migrations create, by name.
-pub(crate) const TABLES: [&str; 8] = [
+pub(crate) const TABLES: [&str; 9] = [
+    "calendar_overrides",
     "job_run_attempts",
     "job_run_audit",
     "job_runs",

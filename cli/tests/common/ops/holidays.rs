@@ -1,0 +1,80 @@
+//! Scenarios of operators' holiday overrides (`holiday add|remove|list`).
+
+use super::*;
+
+/// The columns of `holiday list`.
+const LIST_HEADER: [&str; 7] = ["CALENDAR", "DATE", "KIND", "NAME", "BY", "FROM", "REASON"];
+
+/// A holiday is added and removed, listed as the latest of its date with who and why, both
+/// audited; bad input (an unknown calendar, a bad or absurd date, a long reason) is exit 2 naming
+/// the argument, and nothing is stored.
+pub(crate) fn holidays_are_added_removed_and_listed(fx: &Fixture) {
+    fx.seed();
+    let add = [
+        "holiday",
+        "add",
+        "KR",
+        "2026-10-02",
+        "--name",
+        "임시공휴일",
+        "--reason",
+        "decree",
+    ];
+    let out = fx.slotguard(&add);
+    assert!(
+        out.ok()
+            .starts_with("KR 2026-10-02 is a holiday (임시공휴일) from "),
+        "{out:?}"
+    );
+    let list = rows(fx.slotguard(&["holiday", "list"]).ok(), &LIST_HEADER);
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(
+        (
+            list[0]["KIND"].as_str(),
+            list[0]["NAME"].as_str(),
+            list[0]["BY"].as_str()
+        ),
+        ("add", "임시공휴일", USER)
+    );
+    let remove = [
+        "holiday",
+        "remove",
+        "KR",
+        "2026-10-02",
+        "--reason",
+        "withdrawn",
+    ];
+    assert!(fx.slotguard(&remove).ok().contains("is no holiday from"));
+    let json = fx.slotguard(&["holiday", "list", "--calendar", "KR", "--json"]);
+    let line: Value = serde_json::from_str(json.ok().trim()).expect("one JSON line");
+    assert_eq!(
+        (&line["kind"], &line["reason"]),
+        (&"remove".into(), &"withdrawn".into())
+    );
+    assert!(
+        table(fx.slotguard(&["holiday", "list", "--calendar", "US"]).ok())
+            .1
+            .is_empty()
+    );
+    let actions: Vec<String> = fx.audit().into_iter().map(|a| a.entry.action).collect();
+    assert_eq!(actions, ["calendar_remove", "calendar_add"]);
+
+    let bad = |args: &[&str]| {
+        let mut all = vec!["holiday", "add"];
+        all.extend(args);
+        fx.slotguard(&all).fails(2).to_owned()
+    };
+    let name = ["--name", "h", "--reason", "r"];
+    let with = |calendar: &'static str, date: &'static str| {
+        let mut args = vec![calendar, date];
+        args.extend(name);
+        args
+    };
+    assert!(bad(&with("XX", "2026-10-02")).starts_with("CALENDAR: unknown calendar `XX`"));
+    assert!(bad(&with("KR", "2026-02-30")).starts_with("DATE: "));
+    assert!(bad(&with("KR", "9999-01-01")).starts_with("DATE: year 9999"));
+    let long = "x".repeat(2_000);
+    let long_reason = ["KR", "2026-10-02", "--name", "h", "--reason", long.as_str()];
+    assert!(bad(&long_reason).starts_with("invalid reason: is 2000 bytes"));
+    assert_eq!(fx.audit().len(), 2, "nothing more was stored");
+}

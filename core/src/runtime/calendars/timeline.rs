@@ -1,0 +1,221 @@
+//! One job's schedule under its calendar's overrides: each override read is a span in force from
+//! its `effective_at`, and a slot at instant `T` is the slot of the span in force at `T` (as a
+//! stored schedule's versions, [`Timeline`](crate::timeline::Timeline)). Every replica that knows
+//! the overrides up to `T` computes the same slot.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use slotguard_cron::{BusinessRule, Calendar, Schedule, Slot};
+
+use crate::store::{CalendarOverride, OverrideKind};
+
+/// A schedule in force from an instant (the first span: from the beginning).
+#[derive(Debug, Clone)]
+struct Span {
+    from: Option<DateTime<Utc>>,
+    schedule: Schedule,
+}
+
+/// A job's schedule, span by span, as its calendar's overrides take effect.
+#[derive(Debug, Clone)]
+pub(crate) struct CalendarTimeline {
+    spans: Vec<Span>,
+    /// The calendar with every override read so far.
+    calendar: Arc<Calendar>,
+}
+
+impl CalendarTimeline {
+    /// The timeline of `schedule` with no override yet; `None` without a calendar.
+    pub(crate) fn new(schedule: &Schedule) -> Option<Self> {
+        let rule = schedule.business()?;
+        Some(CalendarTimeline {
+            calendar: Arc::new(rule.calendar().clone()),
+            spans: vec![Span {
+                from: None,
+                schedule: schedule.clone(),
+            }],
+        })
+    }
+
+    /// The calendar's name: the overrides of that name apply.
+    pub(crate) fn name(&self) -> &str {
+        self.calendar.name()
+    }
+
+    /// Adds `o` (an override of this calendar, read in order) as a span from its `effective_at`.
+    pub(crate) fn apply(&mut self, o: &CalendarOverride) {
+        let calendar = (*self.calendar).clone();
+        let calendar = match o.spec.kind {
+            OverrideKind::Add => calendar.with_holiday(o.spec.date, o.spec.name.clone()),
+            OverrideKind::Remove => calendar.without_holiday(o.spec.date),
+        };
+        self.calendar = Arc::new(calendar);
+        let latest = &self.latest().schedule;
+        let Some(rule) = latest.business() else {
+            return;
+        };
+        let rule = BusinessRule::shared(Arc::clone(&self.calendar), rule.convention())
+            .with_shift(rule.shift())
+            .unwrap_or_else(|_| rule.clone());
+        let schedule = latest.clone().with_calendar(rule);
+        self.spans.push(Span {
+            from: Some(o.effective_at),
+            schedule,
+        });
+    }
+
+    fn latest(&self) -> &Span {
+        // Never empty: `new` makes the first span and nothing removes the last.
+        &self.spans[self.spans.len() - 1]
+    }
+
+    /// The schedule with every override read so far.
+    pub(crate) fn schedule(&self) -> &Schedule {
+        &self.latest().schedule
+    }
+
+    /// The first slot strictly after `after` of the span in force at its instant.
+    pub(crate) fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        self.first(after, Schedule::next_after)
+    }
+
+    /// The first slot strictly after `after` that the span in force at its instant removes.
+    pub(crate) fn next_removed_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        self.first(after, Schedule::next_removed_after)
+    }
+
+    /// The holiday on `slot`'s date in the calendar in force at its instant.
+    pub(crate) fn holiday(&self, slot: &Slot) -> Option<String> {
+        let span = self
+            .spans
+            .iter()
+            .rev()
+            .find(|s| s.from.is_none_or(|f| f <= slot.scheduled_at))?;
+        let rule = span.schedule.business()?;
+        rule.calendar()
+            .holiday(slot.business_date())
+            .map(str::to_owned)
+    }
+
+    /// `next` of each span from its start, the first that falls before the next span's start.
+    fn first(
+        &self,
+        after: DateTime<Utc>,
+        next: impl Fn(&Schedule, DateTime<Utc>) -> Option<Slot>,
+    ) -> Option<Slot> {
+        for (i, span) in self.spans.iter().enumerate() {
+            let end = self.spans.get(i + 1).and_then(|s| s.from);
+            if end.is_some_and(|end| end <= after) {
+                continue;
+            }
+            // A slot at the span's very start is the span's: look from just before it.
+            let cut = span
+                .from
+                .map_or(after, |f| after.max(f - TimeDelta::nanoseconds(1)));
+            let Some(slot) = next(&span.schedule, cut) else {
+                continue;
+            };
+            if end.is_none_or(|end| slot.scheduled_at < end) {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// Merges the spans no slot after `at` can be under into the one in force at `at`: what a
+    /// replica keeps stays bounded however many overrides it read.
+    pub(crate) fn forget_before(&mut self, at: DateTime<Utc>) {
+        let keep_from = self
+            .spans
+            .iter()
+            .rposition(|s| s.from.is_none_or(|f| f <= at))
+            .unwrap_or(0);
+        self.spans.drain(..keep_from);
+        self.spans[0].from = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{NaiveDate, TimeZone};
+    use slotguard_cron::Adjust;
+
+    use super::*;
+    use crate::store::OverrideSpec;
+
+    fn payday() -> Schedule {
+        let rule = BusinessRule::new(Calendar::builtin("KR").unwrap(), Adjust::Preceding);
+        Schedule::parse("0 2 25 * *", "Asia/Seoul")
+            .unwrap()
+            .with_calendar(rule)
+    }
+
+    fn add(date: (i32, u32, u32), effective_at: DateTime<Utc>) -> CalendarOverride {
+        CalendarOverride {
+            spec: OverrideSpec {
+                calendar: "KR".into(),
+                date: NaiveDate::from_ymd_opt(date.0, date.1, date.2).unwrap(),
+                kind: OverrideKind::Add,
+                name: "임시공휴일".into(),
+            },
+            reason: "decree".into(),
+            changed_by: "kim".into(),
+            changed_at: effective_at,
+            effective_at,
+            seq: 1,
+        }
+    }
+
+    fn local(slot: Option<Slot>) -> String {
+        slot.map(|s| s.local().to_rfc3339()).unwrap_or_default()
+    }
+
+    #[test]
+    fn an_added_holiday_moves_the_slots_after_it_takes_effect_only() {
+        let mut timeline = CalendarTimeline::new(&payday()).unwrap();
+        let sept = Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap();
+        // Without the override, 2026-11-25 (a Wednesday) is payday.
+        let nov = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+        assert_eq!(local(timeline.next_after(nov)), "2026-11-25T02:00:00+09:00");
+        // An operator makes the 25th a holiday, in force from 1 November.
+        timeline.apply(&add((2026, 11, 25), nov));
+        assert_eq!(local(timeline.next_after(nov)), "2026-11-24T02:00:00+09:00");
+        let slot = timeline.next_after(nov).unwrap();
+        assert_eq!(timeline.holiday(&slot), None);
+        // Slots before it took effect are those of the calendar then: September's is unchanged.
+        assert_eq!(
+            local(timeline.next_after(sept)),
+            "2026-09-23T02:00:00+09:00"
+        );
+        // An override taking effect after the adjusted slot leaves that slot where it was.
+        let mut late = CalendarTimeline::new(&payday()).unwrap();
+        let after_slot = Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap();
+        late.apply(&add((2026, 11, 25), after_slot));
+        assert_eq!(local(late.next_after(nov)), "2026-11-25T02:00:00+09:00");
+    }
+
+    #[test]
+    fn a_skip_calendar_removes_the_added_day_and_names_it() {
+        let rule = BusinessRule::new(Calendar::builtin("KR").unwrap(), Adjust::Skip);
+        let daily = Schedule::parse("0 9 * * *", "Asia/Seoul")
+            .unwrap()
+            .with_calendar(rule);
+        let mut timeline = CalendarTimeline::new(&daily).unwrap();
+        let start = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+        timeline.apply(&add((2026, 11, 25), start));
+        let removed = timeline
+            .next_removed_after(Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap())
+            .unwrap();
+        assert_eq!(local(Some(removed)), "2026-11-25T09:00:00+09:00");
+        assert_eq!(timeline.holiday(&removed).as_deref(), Some("임시공휴일"));
+        timeline.forget_before(start + TimeDelta::days(1));
+        assert_eq!(timeline.spans.len(), 1);
+        let noon = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap();
+        assert_eq!(
+            timeline.next_removed_after(noon),
+            Some(removed),
+            "kept after merging"
+        );
+    }
+}
