@@ -43,7 +43,8 @@ pub(crate) fn terminate(sc: &mut Sc) -> Outcome {
 }
 
 /// Right after a whole second, when claims, then completions, are on the wire: terminates every
-/// backend of a random one of the `n` replicas (its pool's and its lock session's). Answers the
+/// backend of a random one of the `n` replicas (its pool's, its lock session's and its presence
+/// session's: a live replica cut off from all its sessions must not be judged gone). Answers the
 /// replica and how many backends were terminated.
 fn terminate_one(sc: &mut Sc, pool: &sqlx::PgPool, n: usize) -> (String, usize) {
     let offset = sc.rng.ms(0, 500);
@@ -57,7 +58,7 @@ fn terminate_one(sc: &mut Sc, pool: &sqlx::PgPool, n: usize) -> (String, usize) 
             .block_on(
                 sqlx::query_as(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE application_name = $1 OR application_name LIKE $1 || ' (slotguard locks)%'",
+                 WHERE application_name = $1 OR application_name LIKE $1 || ' (slotguard %'",
                 )
                 .bind(&app)
                 .fetch_all(pool),
