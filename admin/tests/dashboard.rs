@@ -145,6 +145,7 @@ async fn every_page_answers_html_with_the_security_headers() {
         "/ui/missed?from=2026-03-01T00:00&to=2026-03-09T00:00".to_owned(),
         "/ui/audit".to_owned(),
         "/ui/replicas".to_owned(),
+        "/ui/holidays".to_owned(),
     ] {
         let page = get(&app, &uri).await;
         assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
@@ -451,4 +452,34 @@ async fn the_failed_runs_of_a_range_are_listed_then_retried() {
     let audit = admin.audit(Some(SETTLEMENT), 10).await.unwrap();
     assert_eq!(audit[0].entry.actor, "alice");
     assert_eq!(audit[0].entry.reason, "bank is back");
+}
+
+#[tokio::test]
+async fn the_holidays_page_lists_the_overrides_in_force_escaped() {
+    let backend = setup().await;
+    let app = app(&backend, Some("alice"), false);
+    let empty = get(&app, "/ui/holidays").await;
+    assert!(
+        empty.body.contains("No calendar has an override."),
+        "{}",
+        empty.body
+    );
+    let admin = Admin::new(backend.clone());
+    let by = slotguard_admin::ChangeRequest::new("kim", "decree <b>now</b>");
+    let date = chrono::NaiveDate::from_ymd_opt(2026, 10, 2).unwrap();
+    admin
+        .add_holiday("KR", date, "임시공휴일", &by)
+        .await
+        .unwrap();
+    let page = get(&app, "/ui/holidays").await;
+    assert_eq!(page.status, StatusCode::OK);
+    for text in [
+        "KR",
+        "2026-10-02",
+        "added: 임시공휴일",
+        "kim",
+        "decree &lt;b&gt;now&lt;/b&gt;",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
 }

@@ -70,7 +70,7 @@ fn main() -> ExitCode {
     // Clap prints its own errors and exits with 2 on a usage error.
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     match cli.command {
-        Command::Next(args) => next::run(args),
+        Command::Next(args) => next::run(args, &cli.store),
         Command::Op(op) => ops::run(&cli.store, op),
     }
 }

@@ -12,6 +12,7 @@ use clap::Args;
 
 mod calendar;
 mod jsonl;
+mod overrides;
 mod person;
 mod request;
 mod shown;
@@ -73,7 +74,8 @@ pub(crate) struct NextArgs {
 
     /// A business calendar: a builtin one (AU, CA, CN, DE, FR, GB, JP, KR, SG, US; Saturday and
     /// Sunday off, public holidays 2000-2050). The expression's dates are then nominal, moved by
-    /// --adjust and --shift.
+    /// --adjust and --shift. Given a store (SLOTGUARD_DATABASE_URL, as the operations take it), the
+    /// operators' holiday overrides of NAME there apply too (`slotguard holiday`).
     #[arg(long, value_name = "NAME")]
     calendar: Option<String>,
 
@@ -102,10 +104,10 @@ pub(crate) struct NextArgs {
 }
 
 /// Runs `slotguard next` in the mode its arguments ask for.
-pub(crate) fn run(args: NextArgs) -> ExitCode {
+pub(crate) fn run(args: NextArgs, store: &crate::ops::Store) -> ExitCode {
     if args.jsonl {
         jsonl::run()
     } else {
-        person::run(args)
+        person::run(args, store)
     }
 }

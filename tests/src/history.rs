@@ -30,7 +30,8 @@ async fn seeded(backend: &dyn Backend, slot: &str, finish: Finish) {
     );
 }
 
-async fn runs(backend: &dyn Backend) -> Vec<RunRecord> {
+/// The runs of job `tick`, newest first.
+pub(crate) async fn runs(backend: &dyn Backend) -> Vec<RunRecord> {
     let filter = RunFilter {
         job: Some("tick".into()),
         limit: 1_000,

@@ -19,6 +19,7 @@ mod contract;
 pub mod history;
 pub mod logs;
 pub mod otlp;
+pub mod overrides;
 pub mod pg;
 pub mod traces;
 

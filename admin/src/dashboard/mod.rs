@@ -14,6 +14,7 @@
 //! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last hour) |
 //! | `/audit` | the audit trail |
 //! | `/replicas` | the scheduler processes recorded in the store, alive or gone |
+//! | `/holidays` | operators' holiday overrides in force, by calendar and date, with who, why and from when (read-only) |
 //!
 //! # Authentication and the operator
 //!
@@ -64,6 +65,7 @@ mod confirm;
 mod failures;
 mod forms;
 mod glance;
+mod holidays;
 mod input;
 mod job;
 mod jobs;
@@ -164,6 +166,7 @@ impl Dashboard {
             .route("/missed", get(missed::page))
             .route("/audit", get(audit::page))
             .route("/replicas", get(replicas::page))
+            .route("/holidays", get(holidays::page))
             .route("/assets/app.css", get(page::stylesheet))
             .route("/assets/app.js", get(page::script))
             .fallback(page::not_found)

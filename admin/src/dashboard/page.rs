@@ -103,6 +103,7 @@ pub(super) fn frame(base: &Base, title: &str, body: Markup) -> Markup {
                     a href=(base.at("/missed")) { "Missed slots" }
                     a href=(base.at("/audit")) { "Audit" }
                     a href=(base.at("/replicas")) { "Replicas" }
+                    a href=(base.at("/holidays")) { "Holidays" }
                 }
                 main { (body) }
             }

@@ -19,7 +19,7 @@ use super::request::{Fields, Request, representable, utc_string};
 use crate::exit::{self, USAGE, report};
 
 /// Validates the arguments and prints the slots; bad input is reported on stderr with exit code 2.
-pub(super) fn run(args: NextArgs) -> ExitCode {
+pub(super) fn run(args: NextArgs, store: &crate::ops::Store) -> ExitCode {
     let expr = match <[String; 1]>::try_from(args.expr) {
         Ok([expr]) => expr,
         Err(many) => {
@@ -33,7 +33,7 @@ pub(super) fn run(args: NextArgs) -> ExitCode {
         }
     };
     let calendar = match &args.holidays {
-        None => args.calendar.map(CalendarSpec::Builtin),
+        None => args.calendar.clone().map(CalendarSpec::Builtin),
         Some(path) => match super::calendar::from_file(path, args.calendar.as_deref()) {
             Ok(calendar) => Some(CalendarSpec::File(calendar)),
             Err(problem) => {
@@ -41,6 +41,14 @@ pub(super) fn run(args: NextArgs) -> ExitCode {
                 return ExitCode::from(USAGE);
             }
         },
+    };
+    let calendar = match super::overrides::with_overrides(calendar, args.calendar.as_deref(), store)
+    {
+        Ok(calendar) => calendar,
+        Err((code, message)) => {
+            report(message);
+            return ExitCode::from(code);
+        }
     };
     let fields = Fields {
         expr,

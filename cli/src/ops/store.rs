@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use slotguard::store::Backend;
+use slotguard::store::{Backend, CalendarOverride};
 use slotguard_admin::Admin;
 use slotguard_postgres::{PgBackend, PgError};
 use slotguard_sqlite::SqliteBackend;
@@ -49,6 +49,25 @@ pub(crate) struct Store {
 }
 
 impl Store {
+    /// The overrides in force of `calendar` in the store, for `slotguard next`; `None` when no
+    /// store is given (`next` works offline). A failure is its exit code and message.
+    pub(crate) fn calendar_overrides(
+        &self,
+        calendar: &str,
+    ) -> Option<Result<Vec<CalendarOverride>, (u8, String)>> {
+        self.database_url.as_ref()?;
+        let read = async {
+            let admin = self.open().await?;
+            Ok::<_, Failure>(admin.calendar_overrides(Some(calendar)).await?)
+        };
+        let answer = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| failure(format!("starting the async runtime: {e}")))
+            .and_then(|runtime| runtime.block_on(read));
+        Some(answer.map_err(|f| (f.code, f.message)))
+    }
+
     /// The admin API over the store, which must exist already.
     pub(super) async fn open(&self) -> Result<Admin, Failure> {
         let url = self

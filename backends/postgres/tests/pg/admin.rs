@@ -256,6 +256,17 @@ async fn eight_concurrent_retries_of_one_run_are_done_once() {
     backend.close().await;
 }
 
+/// Holiday overrides followed by two schedulers on one schema, in real time
+/// ([`slotguard_tests::overrides`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_follow_an_added_and_removed_holiday() {
+    let fresh = fresh().await;
+    slotguard_tests::overrides::two_replicas_follow_an_added_and_removed_holiday(
+        fresh.backend.clone(),
+    )
+    .await;
+}
+
 /// History retention and the replica registry through two schedulers on one schema, in real time
 /// ([`slotguard_tests::history`]); attempts went with their runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

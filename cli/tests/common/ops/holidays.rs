@@ -7,7 +7,8 @@ const LIST_HEADER: [&str; 7] = ["CALENDAR", "DATE", "KIND", "NAME", "BY", "FROM"
 
 /// A holiday is added and removed, listed as the latest of its date with who and why, both
 /// audited; bad input (an unknown calendar, a bad or absurd date, a long reason) is exit 2 naming
-/// the argument, and nothing is stored.
+/// the argument, and nothing is stored; `next --calendar` with the store moves a slot off an
+/// added holiday.
 pub(crate) fn holidays_are_added_removed_and_listed(fx: &Fixture) {
     fx.seed();
     let add = [
@@ -77,4 +78,30 @@ pub(crate) fn holidays_are_added_removed_and_listed(fx: &Fixture) {
     let long_reason = ["KR", "2026-10-02", "--name", "h", "--reason", long.as_str()];
     assert!(bad(&long_reason).starts_with("invalid reason: is 2000 bytes"));
     assert_eq!(fx.audit().len(), 2, "nothing more was stored");
+
+    // `next --calendar KR` with the store takes its overrides; without one, the shipped calendar.
+    let late = [
+        "holiday",
+        "add",
+        "KR",
+        "2026-11-25",
+        "--name",
+        "임시공휴일",
+        "--reason",
+        "r",
+    ];
+    fx.slotguard(&late).ok();
+    let flags = "--tz Asia/Seoul --calendar KR --adjust preceding --after 2026-11-01T00:00:00Z";
+    let mut next = vec!["next", "0 2 25 11 *", "--count", "1"];
+    next.extend(flags.split(' '));
+    let with_store = fx.slotguard(&next);
+    assert!(
+        with_store.ok().contains("\n2026-11-23T17:00:00Z "),
+        "{with_store:?}"
+    );
+    let offline = run(&next, &[]);
+    assert!(
+        offline.ok().contains("\n2026-11-24T17:00:00Z "),
+        "{offline:?}"
+    );
 }
