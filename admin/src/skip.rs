@@ -46,6 +46,7 @@ impl Admin {
             fingerprint,
             stale_after: self.stale_after,
             overlap: Overlap::Skip,
+            calendar: None,
         };
         let written = self
             .store

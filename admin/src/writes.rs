@@ -303,6 +303,7 @@ impl Admin {
             fingerprint: record.definition.fingerprint,
             stale_after: self.stale_after,
             overlap: Overlap::Allow,
+            calendar: None,
         }
     }
 }

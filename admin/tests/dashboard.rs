@@ -78,6 +78,7 @@ async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partiti
         fingerprint: 7,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

@@ -58,6 +58,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         fingerprint: 7,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

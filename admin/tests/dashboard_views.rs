@@ -62,6 +62,7 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
         fingerprint: 7,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

@@ -201,6 +201,7 @@ async fn enqueue(
                 fingerprint,
                 stale_after: std::time::Duration::from_secs(30),
                 overlap: slotguard::Overlap::Allow,
+                calendar: None,
             },
             not_before: at,
         })

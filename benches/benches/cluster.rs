@@ -1099,6 +1099,7 @@ async fn claim_in_isolation(schema: &Schema) {
             fingerprint: 1,
             stale_after: Duration::from_secs(30),
             overlap: slotguard::Overlap::Skip,
+            calendar: None,
         }
     };
     // Opens the pool's connection, so that no timed claim pays for it.

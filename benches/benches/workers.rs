@@ -171,6 +171,7 @@ fn request(job: &str, at: DateTime<Utc>, partition: String) -> ClaimRequest {
         fingerprint: 1,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

@@ -11,7 +11,7 @@ pub(crate) use crate::context::RunSlot;
 use crate::job::{Handler, PartitionProvider};
 use crate::monitor::attached::Attached;
 use crate::policy::{CatchUp, GuardLevel, Overlap, RetryPolicy};
-use crate::store::{ClaimRequest, DueSpec, SlotKey, Trigger};
+use crate::store::{CalendarStamp, ClaimRequest, DueSpec, SlotKey, Trigger};
 
 /// The layers of a job's chain, decided once at `build()` from its level and policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +178,8 @@ pub(crate) enum Work {
         /// How many times the slot was looked at before (0 at its tick): a slot whose job's lock
         /// was held elsewhere, or whose flag was up here without a body running, is looked at again.
         looks: u8,
+        /// The calendar it was planned on, recorded with its row.
+        calendar: Option<Arc<CalendarStamp>>,
     },
     /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
     /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
@@ -196,14 +198,26 @@ pub(crate) struct Candidate {
 }
 
 impl Candidate {
-    /// A slot of the schedule.
+    /// A slot of the job's schedule as the code gives it.
     pub(crate) fn slot(job: &Arc<JobEntry>, slot: Slot, partition: Arc<str>) -> Self {
+        let calendar = CalendarStamp::of(&job.schedule, &slot, None).map(Arc::new);
+        Self::planned(job, slot, partition, calendar)
+    }
+
+    /// A slot planned on `calendar` (the job's calendar with the overrides in force at it).
+    pub(crate) fn planned(
+        job: &Arc<JobEntry>,
+        slot: Slot,
+        partition: Arc<str>,
+        calendar: Option<Arc<CalendarStamp>>,
+    ) -> Self {
         Candidate {
             job: Arc::clone(job),
             work: Work::Slot {
                 slot,
                 partition,
                 looks: 0,
+                calendar,
             },
             span: tracing::Span::none(),
         }
@@ -269,7 +283,10 @@ impl Candidate {
     /// The claim of slot work; `None` for due work.
     pub(crate) fn claim_request(&self) -> Option<ClaimRequest> {
         let Work::Slot {
-            slot, partition, ..
+            slot,
+            partition,
+            calendar,
+            ..
         } = &self.work
         else {
             return None;
@@ -287,6 +304,7 @@ impl Candidate {
             fingerprint: self.job.schedule.fingerprint(),
             stale_after: self.job.stale_after,
             overlap: self.job.overlap,
+            calendar: calendar.as_deref().cloned(),
         })
     }
 }

@@ -202,3 +202,91 @@ async fn slots_of_a_calendar_job_wait_while_the_overrides_cannot_be_read() {
         "and runs once they are read"
     );
 }
+
+fn following_payday() -> Job {
+    Job::new("payday", "0 2 25 * *", |_ctx: JobContext| async {})
+        .tz("Asia/Seoul")
+        .calendar("KR")
+        .adjust(Adjust::Following)
+}
+
+/// The nominal dates, calendar and version each run recorded.
+fn stamps(store: &MemoryBackend) -> Vec<(Vec<NaiveDate>, String, String)> {
+    store
+        .runs()
+        .into_iter()
+        .map(|r| {
+            let s = r
+                .calendar
+                .expect("a calendar job's run records its calendar");
+            (s.nominal_dates, s.calendar, s.version)
+        })
+        .collect()
+}
+
+fn date(s: &str) -> NaiveDate {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn payday_made_a_holiday_after_it_ran_is_not_paid_again_the_day_after() {
+    // 01:30 on Wednesday the 25th: payday runs at 02:00; at 03:30 the 25th becomes a holiday, which
+    // under `following` moves the 25th to Thursday the 26th.
+    let (store, handle) = start(following_payday(), "2026-11-24T16:30:00Z").await;
+    tokio::time::sleep(hours(2)).await;
+    write(&store, "2026-11-25", OverrideKind::Add, "임시공휴일").await;
+    tokio::time::sleep(hours(24)).await;
+    handle.shutdown().await;
+    let why =
+        "calendar: its nominal date 2026-11-25 already ran in the slot of 2026-11-24T17:00:00Z";
+    assert_eq!(
+        seen(&store),
+        [
+            (
+                at("2026-11-24T17:00:00Z"),
+                RunStatus::Succeeded,
+                String::new()
+            ),
+            (at("2026-11-25T17:00:00Z"), RunStatus::Skipped, why.into()),
+        ],
+        "the 26th stands for the 25th, which was paid"
+    );
+    let stamps = stamps(&store);
+    assert_eq!(stamps[0].0, [date("2026-11-25")]);
+    assert_eq!(stamps[0].1, "KR");
+    assert!(stamps[0].2.starts_with("holidays "), "{:?}", stamps[0]);
+    assert!(!stamps[0].2.contains("override"), "{:?}", stamps[0]);
+    assert_eq!(stamps[1].0, [date("2026-11-25")], "the 26th's nominal date");
+    assert!(stamps[1].2.ends_with("+ override #1"), "{:?}", stamps[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holiday_removed_after_payday_moved_before_it_is_not_paid_again() {
+    // An operator's holiday on the 25th moves payday (`preceding`) to Tuesday the 24th, where it
+    // runs; at 03:00 on the 24th the holiday is withdrawn, which puts the 25th back on the 25th.
+    let (store, handle) = start(payday(), "2026-11-23T16:00:00Z").await;
+    write(&store, "2026-11-25", OverrideKind::Add, "임시공휴일").await;
+    tokio::time::sleep(hours(2)).await;
+    write(&store, "2026-11-25", OverrideKind::Remove, "").await;
+    tokio::time::sleep(hours(24)).await;
+    handle.shutdown().await;
+    let statuses: Vec<_> = seen(&store).into_iter().map(|(at, s, _)| (at, s)).collect();
+    assert_eq!(
+        statuses,
+        [
+            (at("2026-11-23T17:00:00Z"), RunStatus::Succeeded),
+            (at("2026-11-24T17:00:00Z"), RunStatus::Skipped),
+        ],
+        "paid on the 24th, and not again on the 25th"
+    );
+    assert_eq!(stamps(&store)[0].0, [date("2026-11-25")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_on_its_own_date_records_it_as_nominal() {
+    let (store, handle) = start(payday(), "2026-11-24T16:30:00Z").await;
+    tokio::time::sleep(hours(1)).await;
+    handle.shutdown().await;
+    assert_eq!(stamps(&store).len(), 1);
+    assert_eq!(stamps(&store)[0].0, [date("2026-11-25")]);
+}

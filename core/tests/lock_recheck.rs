@@ -102,6 +102,7 @@ async fn a_slot_whose_lock_is_held_for_another_running_slot_is_recorded_skipped(
         fingerprint: 1,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Skip,
+        calendar: None,
     };
     store.claim("other", &[request]).await.unwrap();
     sleep(5.0).await;

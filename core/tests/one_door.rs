@@ -131,6 +131,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         fingerprint: 1,
         stale_after: Duration::from_secs(3),
         overlap: Overlap::Skip,
+        calendar: None,
     }
 }
 

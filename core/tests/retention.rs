@@ -36,6 +36,7 @@ fn request(job: &str, slot: &str) -> ClaimRequest {
         fingerprint: 1,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

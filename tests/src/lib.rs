@@ -41,6 +41,7 @@ pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimReq
         fingerprint: 7,
         stale_after,
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         fingerprint: 1,
         stale_after: Duration::from_secs(60),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

@@ -15,7 +15,7 @@ use super::page::{
 use super::{Ui, forms};
 use crate::{AdminError, rfc3339};
 use slotguard::operate::idempotency_key;
-use slotguard::store::{AuditRecord, RunRecord, RunStatus};
+use slotguard::store::{AuditRecord, CalendarStamp, RunRecord, RunStatus};
 
 #[derive(Deserialize)]
 pub(super) struct RunQuery {
@@ -86,6 +86,7 @@ fn facts(run: &RunRecord) -> Markup {
             @if !run.key.partition.is_empty() { dt { "Partition" } dd { code { (run.key.partition) } } }
             dt { "Trigger" } dd { (run.trigger.as_str()) }
             dt { "Wall time" } dd { (run.wall_time.to_string()) " " (run.zone) " · business date " (run.business_date.to_string()) }
+            @if let Some(stamp) = &run.calendar { dt { "Calendar" } dd { (calendar_fact(stamp)) } }
             dt { "Owner · token" } dd { (run.owner.as_deref().unwrap_or("–")) " · " (run.token) }
             dt { "Heartbeat" } dd { (maybe(run.heartbeat_at.as_ref())) }
             dt { "Next attempt" } dd { (maybe(run.next_attempt_at.as_ref())) }
@@ -94,6 +95,20 @@ fn facts(run: &RunRecord) -> Markup {
                 (run.error_message.as_deref().unwrap_or("–"))
             }
         }
+    }
+}
+
+/// The calendar a slot was planned on, and the nominal dates it stands for.
+fn calendar_fact(stamp: &CalendarStamp) -> Markup {
+    let dates: Vec<String> = stamp
+        .nominal_dates
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    html! {
+        code { (stamp.calendar) }
+        @if !stamp.version.is_empty() { " (" (stamp.version) ")" }
+        " · nominal " (dates.join(", "))
     }
 }
 

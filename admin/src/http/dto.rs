@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::Serialize;
-use slotguard::store::{AttemptRecord, AuditRecord, JobRecord, ReplicaRecord, RunRecord, SlotKey};
+use slotguard::store::{
+    AttemptRecord, AuditRecord, CalendarStamp, JobRecord, ReplicaRecord, RunRecord, SlotKey,
+};
 
 use super::error::ApiError;
 use crate::{BackfillReport, JobMissed, JobStatus, MissedSlot, RangeRetry, Triggered};
@@ -159,7 +161,29 @@ pub(super) struct RunDto {
     pub(super) wall_time: NaiveDateTime,
     pub(super) business_date: NaiveDate,
     pub(super) fingerprint: String,
+    /// The calendar the slot was planned on (`null` without one).
+    pub(super) calendar: Option<StampDto>,
     pub(super) attempts: Vec<AttemptDto>,
+}
+
+/// The calendar a run's slot was planned on: the nominal dates it stands for, the calendar and its
+/// data version.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct StampDto {
+    pub(super) nominal_dates: Vec<NaiveDate>,
+    pub(super) name: String,
+    pub(super) version: String,
+}
+
+impl From<&CalendarStamp> for StampDto {
+    fn from(stamp: &CalendarStamp) -> Self {
+        StampDto {
+            nominal_dates: stamp.nominal_dates.clone(),
+            name: stamp.calendar.clone(),
+            version: stamp.version.clone(),
+        }
+    }
 }
 
 impl From<&RunRecord> for RunDto {
@@ -187,6 +211,7 @@ impl From<&RunRecord> for RunDto {
             wall_time: run.wall_time,
             business_date: run.business_date,
             fingerprint: fingerprint(run.fingerprint),
+            calendar: run.calendar.as_ref().map(StampDto::from),
             attempts: run.attempts.iter().map(AttemptDto::from).collect(),
         }
     }

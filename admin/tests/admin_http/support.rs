@@ -70,6 +70,7 @@ pub(crate) fn claim_request(job: &str, slot: DateTime<Utc>, partition: &str) -> 
         fingerprint: 7,
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

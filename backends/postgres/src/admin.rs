@@ -331,11 +331,14 @@ impl AdminStore for PgBackend {
         }
         let requests: Vec<_> = runs.iter().map(|r| r.request.clone()).collect();
         let not_before: Vec<DateTime<Utc>> = runs.iter().map(|r| r.not_before).collect();
-        let rows = RequestColumns::new(&requests)
+        let cols = RequestColumns::new(&requests);
+        let query = cols
             .bind(sqlx::query(sql(&self.inner.statements.enqueue)).bind(&not_before))
             .bind(&audit.action)
             .bind(&audit.actor)
-            .bind(&audit.reason)
+            .bind(&audit.reason);
+        let rows = cols
+            .bind_calendars(query)
             .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;

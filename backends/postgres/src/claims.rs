@@ -6,7 +6,7 @@
 use slotguard::Overlap;
 use slotguard::store::rules::Event;
 use slotguard::store::{
-    Claim, ClaimRequest, DueClaim, DueSpec, Lease, RunStatus, SlotKey, StoreError,
+    CalendarStamp, Claim, ClaimRequest, DueClaim, DueSpec, Lease, RunStatus, SlotKey, StoreError,
 };
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -43,6 +43,7 @@ impl PgBackend {
             .bind(&overlaps)
             .bind(max_early_us())
             .bind(queue);
+        let query = cols.bind_calendars(query);
         let rows = self.fetch_serialized(&exclusive, query).await?;
         if rows.len() != n {
             return Err(StoreError::rejected(format!(
@@ -163,9 +164,11 @@ impl PgBackend {
         if requests.is_empty() {
             return Ok(());
         }
-        RequestColumns::new(requests)
+        let cols = RequestColumns::new(requests);
+        let query = cols
             .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
-            .bind(max_early_us())
+            .bind(max_early_us());
+        cols.bind_calendars(query)
             .execute(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
@@ -338,7 +341,7 @@ pub(crate) fn max_early_us() -> i64 {
 }
 
 /// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take
-/// them (`$2` to `$10`).
+/// them (`$2` to `$10`, and the calendar's three after the statement's own parameters).
 pub(crate) struct RequestColumns<'a> {
     jobs: Vec<&'a str>,
     slots: Vec<chrono::DateTime<chrono::Utc>>,
@@ -349,6 +352,9 @@ pub(crate) struct RequestColumns<'a> {
     dates: Vec<chrono::NaiveDate>,
     fingerprints: Vec<i64>,
     stale: Vec<i64>,
+    nominal: Vec<Option<String>>,
+    calendars: Vec<Option<&'a str>>,
+    versions: Vec<Option<&'a str>>,
 }
 
 impl<'a> RequestColumns<'a> {
@@ -364,6 +370,9 @@ impl<'a> RequestColumns<'a> {
             dates: Vec::with_capacity(n),
             fingerprints: Vec::with_capacity(n),
             stale: Vec::with_capacity(n),
+            nominal: Vec::with_capacity(n),
+            calendars: Vec::with_capacity(n),
+            versions: Vec::with_capacity(n),
         };
         for r in requests {
             cols.jobs.push(r.key.job.as_str());
@@ -376,6 +385,10 @@ impl<'a> RequestColumns<'a> {
             cols.fingerprints
                 .push(inspect::fingerprint_to_db(r.fingerprint));
             cols.stale.push(micros(r.stale_after.min(MAX_STALE_AFTER)));
+            let stamp = r.calendar.as_ref();
+            cols.nominal.push(stamp.map(CalendarStamp::nominal_text));
+            cols.calendars.push(stamp.map(|s| s.calendar.as_str()));
+            cols.versions.push(stamp.map(|s| s.version.as_str()));
         }
         cols
     }
@@ -395,5 +408,17 @@ impl<'a> RequestColumns<'a> {
             .bind(&self.dates)
             .bind(&self.fingerprints)
             .bind(&self.stale)
+    }
+
+    /// Binds the calendar columns (nominal dates, calendar names, versions), the statement's last
+    /// three parameters.
+    pub(crate) fn bind_calendars<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.nominal)
+            .bind(&self.calendars)
+            .bind(&self.versions)
     }
 }

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use slotguard::store::{
-    AttemptRecord, AuditEntry, AuditRecord, JobDefinition, JobRecord, RunRecord, RunStatus,
-    SlotKey, Trigger,
+    AttemptRecord, AuditEntry, AuditRecord, CalendarStamp, JobDefinition, JobRecord, RunRecord,
+    RunStatus, SlotKey, Trigger,
 };
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -92,6 +92,11 @@ fn run(row: &PgRow) -> Result<RunRecord, PgError> {
         business_date: row.try_get("business_date")?,
         trigger: parse_trigger(&trigger)?,
         fingerprint: fingerprint_from_db(fingerprint),
+        calendar: CalendarStamp::from_columns(
+            row.try_get::<Option<&str>, _>("nominal_dates")?,
+            row.try_get("calendar_name")?,
+            row.try_get("calendar_version")?,
+        ),
         attempts: Vec::new(),
     })
 }

@@ -88,6 +88,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "calendar overrides",
         sql: include_str!("../migrations/0014_calendar_overrides.sql"),
     },
+    Migration {
+        version: 15,
+        description: "calendar stamp on runs",
+        sql: include_str!("../migrations/0015_calendar_stamp.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -10,7 +10,7 @@ use slotguard::store::{Claim, ClaimRequest, DueClaim, DueSpec, Lease, SlotKey};
 
 use crate::error::SqliteError;
 use crate::inspect::{parse_status, parse_trigger};
-use crate::values::{ADVANCE_TOKEN, date_text, wall_text};
+use crate::values::{ADVANCE_TOKEN, date_text, stamp_columns, wall_text};
 use crate::{Shared, WriteTx, duration_ms};
 
 /// The columns the rules read, in [`FactsRow`]'s order.
@@ -102,10 +102,10 @@ const INSERT_RUN: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
     stale_after_ms, created_at, updated_at, started_at, zone, wall_time, business_date, trigger_kind,
-    schedule_fingerprint)
+    schedule_fingerprint, nominal_dates, calendar_name, calendar_version)
 VALUES (
     ?1, ?2, ?3, 'running', 1, ?4, (SELECT last_token + 1 FROM slotguard_fencing WHERE id = 1), ?5,
-    ?6, ?5, ?5, ?5, ?7, ?8, ?9, ?10, ?11)
+    ?6, ?5, ?5, ?5, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 RETURNING id, fencing_token";
 
 /// A slot that does not run now (`skipped`, `pending` waiting, or `pending` queued for a worker,
@@ -114,9 +114,9 @@ pub(crate) const INSERT_IDLE: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, stale_after_ms, created_at, updated_at,
     error_message, zone, wall_time, business_date, trigger_kind, schedule_fingerprint,
-    next_attempt_at, finished_at)
+    next_attempt_at, finished_at, nominal_dates, calendar_name, calendar_version)
 VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
-        CASE WHEN ?4 = 'skipped' THEN ?6 END)
+        CASE WHEN ?4 = 'skipped' THEN ?6 END, ?14, ?15, ?16)
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING";
 
 const INSERT_ATTEMPT: &str = "
@@ -307,6 +307,7 @@ impl Shared {
         request: &ClaimRequest,
     ) -> Result<Lease, SqliteError> {
         let key = &request.key;
+        let (nominal, calendar, version) = stamp_columns(request.calendar.as_ref());
         let (id, token): (i64, i64) = sqlx::query_as(INSERT_RUN)
             .bind(&key.job)
             .bind(key.scheduled_at.timestamp_millis())
@@ -320,6 +321,9 @@ impl Shared {
             .bind(request.trigger.as_str())
             // The fingerprint's bits, reinterpreted: SQLite integers are signed.
             .bind(request.fingerprint as i64)
+            .bind(nominal)
+            .bind(calendar)
+            .bind(version)
             .fetch_one(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;
@@ -337,6 +341,7 @@ impl Shared {
         now: i64,
     ) -> Result<(), SqliteError> {
         let key = &request.key;
+        let (nominal, calendar, version) = stamp_columns(request.calendar.as_ref());
         sqlx::query(INSERT_IDLE)
             .bind(&key.job)
             .bind(key.scheduled_at.timestamp_millis())
@@ -352,6 +357,9 @@ impl Shared {
             // The fingerprint's bits, reinterpreted: SQLite integers are signed.
             .bind(request.fingerprint as i64)
             .bind(due)
+            .bind(nominal)
+            .bind(calendar)
+            .bind(version)
             .execute(&mut *w.tx)
             .await
             .map_err(|e| self.query_error(e))?;

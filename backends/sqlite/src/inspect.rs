@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard::ErrorClass;
-use slotguard::store::{AttemptRecord, RunRecord, RunStatus, SlotKey, Trigger};
+use slotguard::store::{AttemptRecord, CalendarStamp, RunRecord, RunStatus, SlotKey, Trigger};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -17,7 +17,7 @@ pub(crate) const RUN_COLUMNS: &str = "
 r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r.owner, r.fencing_token,
 r.heartbeat_at, r.stale_after_ms, r.next_attempt_at, r.created_at, r.updated_at, r.started_at,
 r.finished_at, r.error_class, r.error_message, r.zone, r.wall_time, r.business_date, r.trigger_kind,
-r.schedule_fingerprint";
+r.schedule_fingerprint, r.nominal_dates, r.calendar_name, r.calendar_version";
 
 /// The columns of an attempt that [`Decoder::attempt`] reads, qualified by the alias `a`.
 pub(crate) const ATTEMPT_COLUMNS: &str = "
@@ -185,6 +185,11 @@ impl Decoder<'_> {
                 .ok_or_else(|| self.corrupt(id, "trigger", &trigger))?,
             // The bits of the u64 the claim stored.
             fingerprint: fingerprint as u64,
+            calendar: CalendarStamp::from_columns(
+                self.get::<Option<String>>(row, "nominal_dates")?.as_deref(),
+                self.get(row, "calendar_name")?,
+                self.get(row, "calendar_version")?,
+            ),
             attempts: Vec::new(),
         })
     }

@@ -70,6 +70,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "calendar overrides",
         sql: include_str!("../migrations/0010_calendar_overrides.sql"),
     },
+    Migration {
+        version: 11,
+        description: "calendar stamp on runs",
+        sql: include_str!("../migrations/0011_calendar_stamp.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "

@@ -2,6 +2,7 @@
 //! every token handed out: shared by claims, operators' runs and leases.
 
 use chrono::{NaiveDate, NaiveDateTime};
+use slotguard::store::CalendarStamp;
 
 /// Raises the fencing counter to at least `?1`.
 pub(crate) const ADVANCE_TOKEN: &str =
@@ -15,4 +16,15 @@ pub(crate) fn wall_text(wall: NaiveDateTime) -> String {
 /// The business date as stored.
 pub(crate) fn date_text(date: NaiveDate) -> String {
     date.format("%Y-%m-%d").to_string()
+}
+
+/// The calendar columns of a row (nominal dates, calendar name, version); all `NULL` without one.
+pub(crate) fn stamp_columns(
+    stamp: Option<&CalendarStamp>,
+) -> (Option<String>, Option<&str>, Option<&str>) {
+    (
+        stamp.map(CalendarStamp::nominal_text),
+        stamp.map(|s| s.calendar.as_str()),
+        stamp.map(|s| s.version.as_str()),
+    )
 }

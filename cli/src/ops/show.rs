@@ -570,6 +570,11 @@ fn run_json(run: &RunRecord) -> Value {
         "wallTime": run.wall_time,
         "businessDate": run.business_date,
         "fingerprint": fingerprint(run.fingerprint),
+        "calendar": run.calendar.as_ref().map(|c| json!({
+            "nominalDates": c.nominal_dates,
+            "name": c.calendar,
+            "version": c.version,
+        })),
         "attempts": run.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
     })
 }

@@ -322,6 +322,7 @@ fn request(job: &str, slot: &str) -> ClaimRequest {
         fingerprint: 0x5107_6a4d,
         stale_after: Duration::from_secs(3600),
         overlap: Overlap::Allow,
+        calendar: None,
     }
 }
 

@@ -34,28 +34,35 @@ pub(crate) async fn run(
     job: &str,
     slot: DateTime<Utc>,
 ) -> Result<RunOnce, RunOnceError> {
-    let entry = rt
+    let i = rt
         .jobs
         .iter()
-        .find(|j| *j.name == *job)
+        .position(|j| *j.name == *job)
         .ok_or_else(|| RunOnceError::UnknownJob(slotguard_cron::shown_within(job, 64)))?;
+    let entry = &rt.jobs[i];
     if entry.partitions.is_some() {
         return Err(RunOnceError::Partitioned);
     }
-    let at = entry
-        .schedule
-        .slots_after(slot - chrono::Duration::seconds(1))
-        .next()
+    // On the job's calendar with the operators' overrides in force at the slot, as a tick plans it.
+    let at = rt
+        .next_slot(i, slot - chrono::Duration::seconds(1))
         .filter(|s| s.scheduled_at == slot)
         .ok_or(RunOnceError::NotASlot { slot })?;
     let now = rt.clock.now();
     if slot - now > chrono::Duration::from_std(crate::store::MAX_EARLY).unwrap_or_default() {
         return Err(RunOnceError::NotDue { slot, now });
     }
-    let mut candidate = Candidate::slot(entry, at, Arc::from(""));
+    let mut candidate = Candidate::planned(entry, at, Arc::from(""), rt.calendar_stamp(i, &at));
     if crate::runtime::window::window_closed(&candidate, now) {
         chain::record_too_late(rt, &candidate).await;
         return Ok(RunOnce::TooLate { slot });
+    }
+    if crate::runtime::nominal::without_repeated(rt, vec![candidate.clone()])
+        .await
+        .is_empty()
+    {
+        // Its nominal date already ran: recorded `skipped`, as a tick records it.
+        return Ok(suppressed(entry, row(backend, entry, slot).await?));
     }
     // Until the run ends here, or a row tells what happened to the slot elsewhere.
     let follow_until = tokio::time::Instant::now() + entry.stale_after * 2 + FOLLOW_EVERY;

@@ -13,7 +13,9 @@ use crate::entry::JobEntry;
 use crate::guard::GuardLevel;
 use crate::guard::slot::SlotGuard;
 use crate::policy::{CatchUp, slot_jitter};
-use crate::store::{AuditEntry, ClaimRequest, Enqueue, SlotKey, StoreError, Trigger};
+use crate::store::{
+    AuditEntry, CalendarStamp, ClaimRequest, Enqueue, SlotKey, StoreError, Trigger,
+};
 
 /// The most schedule slots looked at per job: a per-second job down for a year is not enumerated.
 const MAX_SCAN: usize = 100_000;
@@ -26,21 +28,27 @@ pub(crate) async fn plan(
     slots: &SlotGuard,
     per_second: f64,
 ) -> Result<Vec<DateTime<Utc>>, StoreError> {
-    let jobs: Vec<&Arc<JobEntry>> = rt
+    let jobs: Vec<(usize, &Arc<JobEntry>)> = rt
         .jobs
         .iter()
-        .filter(|j| j.level == GuardLevel::Slot && j.catch_up != CatchUp::Skip)
-        .filter(|j| !j.is_paused())
+        .enumerate()
+        .filter(|(_, j)| j.level == GuardLevel::Slot && j.catch_up != CatchUp::Skip)
+        .filter(|(_, j)| !j.is_paused())
         .collect();
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let names: Vec<String> = jobs.iter().map(|j| j.name.to_string()).collect();
+    if !super::calendars::read_once(rt).await {
+        return Err(StoreError::unavailable(
+            "the calendar overrides cannot be read; the missed slots of calendar jobs are unknown",
+        ));
+    }
+    let names: Vec<String> = jobs.iter().map(|(_, j)| j.name.to_string()).collect();
     let marks = slots.store.admin()?.latest_slots(&names).await?;
     let records = slots.store.admin()?.jobs().await?;
     let now = rt.clock.now();
     let mut missed = Vec::new();
-    for (job, mark) in jobs.iter().zip(marks) {
+    for (&(i, job), mark) in jobs.iter().zip(marks) {
         // A job with no history is new: nothing of it was missed.
         let Some(mark) = mark else { continue };
         // Nor was anything before the job was first registered, whatever rows a backfill of its
@@ -54,20 +62,26 @@ pub(crate) async fn plan(
         });
         // Slots that fell due just now are the ticks' (see `Runtime::settle`).
         let settled = now - rt.settle();
-        let found = missed_slots(job, mark, settled);
+        let found = missed_slots(rt, i, mark, settled);
         let Some(partitions) = partitions_of(job).await else {
             continue;
         };
         for slot in found {
+            let calendar = rt.calendar_stamp(i, &slot);
             for partition in &partitions {
-                missed.push((Arc::clone(job), slot, Arc::clone(partition)));
+                missed.push((
+                    Arc::clone(job),
+                    slot,
+                    Arc::clone(partition),
+                    calendar.clone(),
+                ));
             }
         }
     }
     if missed.is_empty() {
         return Ok(Vec::new());
     }
-    missed.sort_by_key(|(_, s, _)| s.scheduled_at);
+    missed.sort_by_key(|(_, s, _, _)| s.scheduled_at);
     let runs = paced(&missed, now, per_second);
     let audit = AuditEntry {
         action: "catch_up".into(),
@@ -86,20 +100,24 @@ pub(crate) async fn plan(
     Ok(runs.iter().map(|r| r.not_before).collect())
 }
 
-/// The job's slots after `mark` up to `now` that its policy catches up.
-fn missed_slots(job: &JobEntry, mark: DateTime<Utc>, now: DateTime<Utc>) -> Vec<Slot> {
+/// A missed slot: its job, the slot, the partition and the calendar it is planned on.
+type Missed = (Arc<JobEntry>, Slot, Arc<str>, Option<Arc<CalendarStamp>>);
+
+/// The job's slots after `mark` up to `now` that its policy catches up, on its calendar with the
+/// operators' overrides in force at each.
+fn missed_slots(rt: &Runtime, i: usize, mark: DateTime<Utc>, now: DateTime<Utc>) -> Vec<Slot> {
+    let job = &rt.jobs[i];
     let floor = match job.catch_up {
         CatchUp::All { within, .. } => {
             mark.max(now - chrono::Duration::from_std(within).unwrap_or(chrono::Duration::MAX))
         }
         _ => mark,
     };
-    let mut found: Vec<Slot> = job
-        .schedule
-        .slots_after(floor)
-        .take_while(|s| s.scheduled_at <= now)
-        .take(MAX_SCAN)
-        .collect();
+    let mut found: Vec<Slot> =
+        std::iter::successors(rt.next_slot(i, floor), |s| rt.next_slot(i, s.scheduled_at))
+            .take_while(|s| s.scheduled_at <= now)
+            .take(MAX_SCAN)
+            .collect();
     let keep = match job.catch_up {
         CatchUp::Skip => 0,
         CatchUp::Latest => 1,
@@ -140,16 +158,12 @@ async fn partitions_of(job: &JobEntry) -> Option<Vec<Arc<str>>> {
 }
 
 /// The catch-up runs, `1 / per_second` apart, each offset by a jitter the same on every replica.
-fn paced(
-    missed: &[(Arc<JobEntry>, Slot, Arc<str>)],
-    now: DateTime<Utc>,
-    per_second: f64,
-) -> Vec<Enqueue> {
+fn paced(missed: &[Missed], now: DateTime<Utc>, per_second: f64) -> Vec<Enqueue> {
     let spacing = Duration::from_secs_f64(1.0 / per_second);
     missed
         .iter()
         .enumerate()
-        .map(|(i, (job, slot, partition))| {
+        .map(|(i, (job, slot, partition, calendar))| {
             let offset = spacing.mul_f64(i as f64)
                 + slot_jitter(&job.name, slot.scheduled_at.timestamp_millis(), spacing);
             Enqueue {
@@ -166,6 +180,7 @@ fn paced(
                     fingerprint: job.schedule.fingerprint(),
                     stale_after: job.stale_after,
                     overlap: job.overlap,
+                    calendar: calendar.as_deref().cloned(),
                 },
                 not_before: now
                     + chrono::Duration::from_std(offset).unwrap_or(chrono::Duration::MAX / 2),

@@ -18,6 +18,7 @@ pub(crate) mod control;
 mod coverage;
 mod deadline;
 pub(crate) mod enqueue;
+pub(crate) mod nominal;
 pub(crate) mod recover;
 pub(crate) mod registry;
 mod removed;

@@ -27,6 +27,7 @@ pub(crate) async fn tick(rt: Arc<Runtime>, delay: Duration, batch: Vec<Candidate
         }
     }
     let batch = expand_partitions(batch).await;
+    let batch = super::nominal::without_repeated(&rt, batch).await;
     if !rt.role.executes() {
         return super::enqueue::enqueue(rt, batch).await;
     }

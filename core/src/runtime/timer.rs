@@ -192,7 +192,9 @@ impl Plan {
             self.plan_removed(rt, i, slot.scheduled_at);
             let job = &rt.jobs[i];
             deadline::watch(rt, job, slot.scheduled_at);
-            due.slots.push(Candidate::slot(job, slot, Arc::from("")));
+            let calendar = rt.calendar_stamp(i, &slot);
+            due.slots
+                .push(Candidate::planned(job, slot, Arc::from(""), calendar));
         }
         self.heap.extend(held);
         due

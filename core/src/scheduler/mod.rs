@@ -187,9 +187,17 @@ impl Scheduler {
                 .await
                 .map_err(store_error)?;
         }
-        let entry = self.runtime.jobs.iter().find(|j| *j.name == *job);
+        if !crate::runtime::calendars::read_once(&self.runtime).await {
+            return Err(store_error(crate::store::StoreError::unavailable(
+                "the calendar overrides cannot be read",
+            )));
+        }
+        let entry = self.runtime.jobs.iter().position(|j| *j.name == *job);
         let slot = match entry {
-            Some(entry) => source.resolve(&entry.schedule, self.runtime.clock.now())?,
+            Some(i) => {
+                let schedule = self.runtime.schedule_of(i);
+                source.resolve(&schedule, self.runtime.clock.now())?
+            }
             None => {
                 return Err(crate::RunOnceError::UnknownJob(
                     slotguard_cron::shown_within(job, 64),

@@ -96,6 +96,8 @@ pub struct RunRecord {
     pub trigger: Trigger,
     /// The schedule's fingerprint.
     pub fingerprint: u64,
+    /// The calendar the slot was planned on, when its job has one.
+    pub calendar: Option<super::CalendarStamp>,
     /// Every attempt, in order.
     pub attempts: Vec<AttemptRecord>,
 }

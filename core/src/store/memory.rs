@@ -68,6 +68,7 @@ struct Run {
     message: Option<String>,
     error_class: Option<ErrorClass>,
     fingerprint: u64,
+    calendar: Option<super::CalendarStamp>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
@@ -95,6 +96,7 @@ impl Run {
             message: None,
             error_class: None,
             fingerprint: request.fingerprint,
+            calendar: request.calendar.clone(),
             created_at: now,
             updated_at: now,
             finished_at: None,
@@ -127,6 +129,7 @@ impl Run {
             business_date: self.business_date,
             trigger: self.trigger,
             fingerprint: self.fingerprint,
+            calendar: self.calendar.clone(),
             attempts: self.attempts.clone(),
         }
     }

@@ -32,6 +32,7 @@ pub mod replicas;
 pub mod retention;
 pub mod rules;
 pub mod schedules;
+mod stamp;
 pub(crate) mod vocab;
 
 pub use admin::{
@@ -49,6 +50,7 @@ pub use retention::{PRUNE_BATCH, PRUNE_LOCK_KEY, PruneSpec, Pruned, RetentionSto
 pub use schedules::{
     SCHEDULE_FENCE, ScheduleChanges, ScheduleSpec, ScheduleStore, ScheduleVersion, ScheduleWrite,
 };
+pub use stamp::CalendarStamp;
 pub use vocab::{RunStatus, Trigger, UnknownRunStatus, UnknownTrigger};
 
 /// The identity of a slot row: `UNIQUE(job, scheduled_at, partition)`.
@@ -82,6 +84,8 @@ pub struct ClaimRequest {
     pub stale_after: Duration,
     /// What to do when another run of the same job and partition is `running` (and not stale).
     pub overlap: Overlap,
+    /// The calendar the slot was planned on, recorded with a new row; `None` without one.
+    pub calendar: Option<CalendarStamp>,
 }
 
 /// A claimed attempt of a run. Every write about it carries its fencing token, and the writes that

@@ -154,7 +154,7 @@ impl BusinessRule {
     }
 
     /// The most days a nominal date can move, either way.
-    pub(crate) fn reach(&self) -> i64 {
+    pub fn reach(&self) -> i64 {
         (i64::from(self.closure) + 1) * (i64::from(self.shift.unsigned_abs()) + 1)
     }
 

@@ -2,10 +2,14 @@
 //! than the fence and never before the override written before; each in the audit trail; hostile
 //! input refused before anything is written.
 
+use std::time::Duration;
+
 use chrono::NaiveDate;
 use slotguard::store::calendars::overrides_in_force;
 use slotguard::store::{
-    AdminStoreExt as _, Backend, OverrideKind, OverrideSpec, SCHEDULE_FENCE, StoreError,
+    AdminStore as _, AdminStoreExt as _, AuditEntry, Backend, CalendarStamp, ClaimRequest, Enqueue,
+    OverrideKind, SlotStore as _,
+    OverrideSpec, SCHEDULE_FENCE, StoreError,
 };
 
 use super::store_now;
@@ -88,4 +92,58 @@ pub async fn calendar_overrides_are_appended_in_order_and_audited(backend: &dyn 
         trail[1].entry.reason.contains("government decree"),
         "{trail:?}"
     );
+}
+
+/// A stamp with two nominal dates, a calendar name and a version that need quoting anywhere.
+fn stamp(calendar: &str) -> CalendarStamp {
+    CalendarStamp {
+        nominal_dates: vec![
+            NaiveDate::from_ymd_opt(2026, 9, 24).expect("date"),
+            NaiveDate::from_ymd_opt(2026, 9, 25).expect("date"),
+        ],
+        calendar: calendar.to_owned(),
+        version: "holidays 0.109 + override #'7\"".to_owned(),
+    }
+}
+
+/// Every way a row is written keeps the calendar its slot was planned on (claimed, recorded
+/// skipped, enqueued), and a row without one reads back without one.
+pub async fn runs_keep_the_calendar_they_were_planned_on(backend: &dyn Backend) {
+    let at = |s: &str| crate::request("stamped", s, Duration::from_secs(30));
+    let claimed = CalendarStamp {
+        nominal_dates: vec![NaiveDate::from_ymd_opt(2026, 9, 25).expect("date")],
+        ..stamp("KR")
+    };
+    let with = |mut r: ClaimRequest, s: &CalendarStamp| {
+        r.calendar = Some(s.clone());
+        r
+    };
+    let one = with(at("2026-09-23T17:00:00Z"), &claimed);
+    backend.claim("w", std::slice::from_ref(&one)).await.expect("claim");
+    let skipped = with(at("2026-09-24T17:00:00Z"), &stamp("ACME; KR"));
+    (backend.record_skipped(std::slice::from_ref(&skipped), "calendar: 추석"))
+        .await
+        .expect("record");
+    let queued = with(at("2026-09-25T17:00:00Z"), &stamp("KR"));
+    let audit = AuditEntry {
+        action: "trigger".into(),
+        actor: "kim".into(),
+        reason: "test".into(),
+    };
+    let run = Enqueue {
+        request: queued.clone(),
+        not_before: queued.key.scheduled_at,
+    };
+    backend.enqueue(&[run], &audit).await.expect("enqueue");
+    let plain = at("2026-09-26T17:00:00Z");
+    backend.claim("w", std::slice::from_ref(&plain)).await.expect("claim");
+    for (request, expected) in [
+        (&one, Some(claimed)),
+        (&skipped, Some(stamp("ACME; KR"))),
+        (&queued, Some(stamp("KR"))),
+        (&plain, None),
+    ] {
+        let run = super::run_of(backend, &request.key).await;
+        assert_eq!(run.calendar, expected, "{:?}", request.key);
+    }
 }

@@ -45,7 +45,8 @@ macro_rules! admin_contract {
             finished_runs_past_their_retention_are_pruned,
             schedule_versions_are_written_once_and_in_order,
             operator_skips_hold_until_undone,
-            calendar_overrides_are_appended_in_order_and_audited);
+            calendar_overrides_are_appended_in_order_and_audited,
+            runs_keep_the_calendar_they_were_planned_on);
     };
     (@each #[$test:meta] $fresh:ident; $($check:ident),+) => {
         $(
@@ -70,7 +71,10 @@ mod runs;
 mod schedules;
 
 pub use audit::the_audit_trail_is_newest_first_per_job_and_capped;
-pub use calendars::{calendar_overrides_are_appended_in_order_and_audited, override_spec};
+pub use calendars::{
+    calendar_overrides_are_appended_in_order_and_audited, override_spec,
+    runs_keep_the_calendar_they_were_planned_on,
+};
 pub use cancel::cancelling_takes_the_run_from_its_holder_or_the_queue;
 pub use enqueue::{
     concurrent_triggers_each_get_a_run, enqueued_runs_are_created_once_and_claimed_once_due,

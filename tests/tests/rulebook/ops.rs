@@ -102,6 +102,7 @@ impl Slot {
             fingerprint: 7,
             stale_after: STALE_AFTER,
             overlap,
+            calendar: None,
         }
     }
 }

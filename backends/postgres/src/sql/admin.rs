@@ -34,7 +34,8 @@ WHERE job_name = $1 AND scheduled_at = $2 AND partition_key = $3
 ///
 /// Parameters: `$1` not-before instants, then one array per request field as in
 /// [`CLAIM`](super::claim::CLAIM) (`$2` job names to `$10` stale-after in microseconds), then `$11`
-/// action, `$12` actor, `$13` reason.
+/// action, `$12` actor, `$13` reason, and per request `$14` nominal dates, `$15` calendar names,
+/// `$16` calendar versions.
 /// Answers one row per request, in order: the new run's id, or NULL.
 ///
 /// Each request draws a token (the column is unique and not null; `claim_due` gives the run a new
@@ -44,10 +45,12 @@ pub(crate) const ENQUEUE: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $1::timestamptz[])
+                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $1::timestamptz[],
+                $14::text[], $15::text[], $16::text[])
          WITH ORDINALITY
          AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
-              business_date, fingerprint, stale_after_us, not_before, ord)
+              business_date, fingerprint, stale_after_us, not_before, nominal_dates,
+              calendar_name, calendar_version, ord)
 ),
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
@@ -58,10 +61,11 @@ ins AS (
     INSERT INTO {schema}.job_runs AS j
         (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
          stale_after, created_at, updated_at, next_attempt_at, zone, wall_time, business_date,
-         "trigger", schedule_fingerprint)
+         "trigger", schedule_fingerprint, nominal_dates, calendar_name, calendar_version)
     SELECT job_name, scheduled_at, partition_key, 'pending', 0, NULL, token, NULL,
            stale_after_us * interval '1 microsecond', now(), now(), not_before, zone, wall_time,
-           business_date, trigger_kind, fingerprint
+           business_date, trigger_kind, fingerprint, nominal_dates, calendar_name,
+           calendar_version
     FROM first
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING

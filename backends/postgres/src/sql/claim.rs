@@ -16,7 +16,8 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// names, `$3` slot instants, `$4` partition keys, `$5` triggers, `$6` zones, `$7` wall times, `$8`
 /// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
 /// `$12` how far ahead of `{now}` a scheduled slot may be, in microseconds, `$13` whether to
-/// enqueue instead of claim (`QueueStore::enqueue_slots`).
+/// enqueue instead of claim (`QueueStore::enqueue_slots`), and per request `$14` nominal dates,
+/// `$15` calendar names and `$16` calendar versions (NULL without a calendar).
 ///
 /// With `$13` (a scheduler enqueueing for workers), every new slot is decided `claim` whatever
 /// runs and inserted `pending` (attempt 0, no owner, no attempt row) with `next_attempt_at` at its
@@ -77,10 +78,12 @@ WITH req AS (
            (r.trigger_kind = 'schedule'
             AND r.scheduled_at > {now} + $12 * interval '1 microsecond') AS not_due
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[])
+                $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[],
+                $14::text[], $15::text[], $16::text[])
          WITH ORDINALITY
          AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
-              business_date, fingerprint, stale_after_us, overlap, ord)
+              business_date, fingerprint, stale_after_us, overlap, nominal_dates, calendar_name,
+              calendar_version, ord)
 ),
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
@@ -109,7 +112,8 @@ ins AS (
     INSERT INTO {schema}.job_runs AS j
         (job_name, scheduled_at, partition_key, status, attempt, owner, fencing_token, heartbeat_at,
          stale_after, created_at, updated_at, started_at, finished_at, error_message, zone,
-         wall_time, business_date, "trigger", schedule_fingerprint, next_attempt_at, presence)
+         wall_time, business_date, "trigger", schedule_fingerprint, next_attempt_at, presence,
+         nominal_dates, calendar_name, calendar_version)
     SELECT job_name, scheduled_at, partition_key,
            CASE WHEN decision = 'skip' THEN 'skipped'
                 WHEN decision = 'buffer_one' OR $13 THEN 'pending'
@@ -127,7 +131,8 @@ ins AS (
            END,
            zone, wall_time, business_date, trigger_kind, fingerprint,
            CASE WHEN $13 AND decision NOT IN ('skip', 'buffer_one') THEN scheduled_at END,
-           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {presence} END
+           CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {presence} END,
+           nominal_dates, calendar_name, calendar_version
     FROM decided
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING

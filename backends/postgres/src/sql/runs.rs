@@ -7,6 +7,7 @@ SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r
        r.fencing_token, r.heartbeat_at, (extract(epoch FROM r.stale_after) * 1000000)::bigint AS stale_after_us,
        r.next_attempt_at, r.created_at, r.updated_at, r.started_at, r.finished_at, r.error_class,
        r.error_message, r.zone, r.wall_time, r.business_date, r."trigger", r.schedule_fingerprint,
+       r.nominal_dates, r.calendar_name, r.calendar_version,
        a.attempt AS a_attempt, a.owner AS a_owner, a.fencing_token AS a_token,
        a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
        a.message AS a_message
@@ -23,6 +24,7 @@ macro_rules! runs_with_attempts {
        r.fencing_token, r.heartbeat_at, (extract(epoch FROM r.stale_after) * 1000000)::bigint AS stale_after_us,
        r.next_attempt_at, r.created_at, r.updated_at, r.started_at, r.finished_at, r.error_class,
        r.error_message, r.zone, r.wall_time, r.business_date, r."trigger", r.schedule_fingerprint,
+       r.nominal_dates, r.calendar_name, r.calendar_version,
        a.attempt AS a_attempt, a.owner AS a_owner, a.fencing_token AS a_token,
        a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
        a.message AS a_message

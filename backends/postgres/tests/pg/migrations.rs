@@ -42,6 +42,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (12, "fencing tokens that never repeat".to_owned()),
         (13, "owner presence".to_owned()),
         (14, "calendar overrides".to_owned()),
+        (15, "calendar stamp on runs".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 

@@ -16,7 +16,7 @@ use sqlx::sqlite::SqliteRow;
 use crate::error::SqliteError;
 use crate::inspect::{ATTEMPT_COLUMNS, Decoder, parse_status};
 use crate::slots::STATUS_OF;
-use crate::values::{ADVANCE_TOKEN, date_text, wall_text};
+use crate::values::{ADVANCE_TOKEN, date_text, stamp_columns, wall_text};
 use crate::{Shared, SqliteBackend, WriteTx, duration_ms, json_array};
 
 use sql::*;
@@ -349,6 +349,7 @@ impl Shared {
         for run in runs {
             let request = &run.request;
             let key = &request.key;
+            let (nominal, calendar, version) = stamp_columns(request.calendar.as_ref());
             let created: Option<(i64, i64)> = sqlx::query_as(ENQUEUE_RUN)
                 .bind(&key.job)
                 .bind(key.scheduled_at.timestamp_millis())
@@ -362,6 +363,9 @@ impl Shared {
                 .bind(request.trigger.as_str())
                 // The fingerprint's bits, reinterpreted: SQLite integers are signed.
                 .bind(request.fingerprint as i64)
+                .bind(nominal)
+                .bind(calendar)
+                .bind(version)
                 .fetch_optional(&mut *w.tx)
                 .await
                 .map_err(q)?;

@@ -82,10 +82,10 @@ pub(super) const ENQUEUE_RUN: &str = "
 INSERT INTO slotguard_job_runs (
     job_name, scheduled_at, partition_key, status, attempt, fencing_token, stale_after_ms,
     next_attempt_at, created_at, updated_at, zone, wall_time, business_date, trigger_kind,
-    schedule_fingerprint)
+    schedule_fingerprint, nominal_dates, calendar_name, calendar_version)
 VALUES (
     ?1, ?2, ?3, 'pending', 0, (SELECT last_token + 1 FROM slotguard_fencing WHERE id = 1), ?4,
-    ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11)
+    ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
 RETURNING id, fencing_token";
 

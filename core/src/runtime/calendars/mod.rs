@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use slotguard_cron::{Schedule, Slot};
 
 use crate::entry::JobEntry;
-use crate::store::{CalendarStore, OverrideChanges, SCHEDULE_FENCE};
+use crate::store::{CalendarStamp, CalendarStore, OverrideChanges, SCHEDULE_FENCE};
 
 use super::Runtime;
 use super::schedules::POLL;
@@ -119,6 +119,17 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn CalendarStore>, book:
     }
 }
 
+/// Reads every override not read yet, once: for what plans slots before the reader's first round
+/// (catch-up at start-up, run-once). `false` when they cannot be read; `true` when there are none
+/// to follow.
+pub(crate) async fn read_once(rt: &Runtime) -> bool {
+    let store = rt.slots.as_ref().and_then(|s| s.store.calendars.clone());
+    match (&rt.calendars, store) {
+        (Some(book), Some(store)) => read(rt, &*store, book).await,
+        _ => true,
+    }
+}
+
 /// Reads the overrides since the last read, page by page.
 async fn read(rt: &Runtime, store: &dyn CalendarStore, book: &Overrides) -> bool {
     loop {
@@ -187,6 +198,12 @@ impl Runtime {
                 .map(str::to_owned)
         };
         self.on_schedule(i, |t| t.holiday(slot), code)
+    }
+
+    /// The calendar job `i`'s `slot` is planned on, with the overrides in force at its instant.
+    pub(crate) fn calendar_stamp(&self, i: usize, slot: &Slot) -> Option<Arc<CalendarStamp>> {
+        self.on_schedule(i, |t| t.stamp(slot), |s| CalendarStamp::of(s, slot, None))
+            .map(Arc::new)
     }
 
     /// Job `i`'s schedule with every override read so far.

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use slotguard_cron::{BusinessRule, Calendar, Schedule, Slot};
 
-use crate::store::{CalendarOverride, OverrideKind};
+use crate::store::{CalendarOverride, CalendarStamp, OverrideKind};
 
 /// A schedule in force from an instant (the first span: from the beginning).
 #[derive(Debug, Clone)]
 struct Span {
     from: Option<DateTime<Utc>>,
     schedule: Schedule,
+    /// The last override in force (`None`: the calendar as the code gives it).
+    seq: Option<i64>,
 }
 
 /// A job's schedule, span by span, as its calendar's overrides take effect.
@@ -34,6 +36,7 @@ impl CalendarTimeline {
             spans: vec![Span {
                 from: None,
                 schedule: schedule.clone(),
+                seq: None,
             }],
         })
     }
@@ -62,6 +65,7 @@ impl CalendarTimeline {
         self.spans.push(Span {
             from: Some(o.effective_at),
             schedule,
+            seq: Some(o.seq),
         });
     }
 
@@ -85,13 +89,23 @@ impl CalendarTimeline {
         self.first(after, Schedule::next_removed_after)
     }
 
-    /// The holiday on `slot`'s date in the calendar in force at its instant.
-    pub(crate) fn holiday(&self, slot: &Slot) -> Option<String> {
-        let span = self
-            .spans
+    /// The span in force at `slot`'s instant.
+    fn at(&self, slot: &Slot) -> Option<&Span> {
+        self.spans
             .iter()
             .rev()
-            .find(|s| s.from.is_none_or(|f| f <= slot.scheduled_at))?;
+            .find(|s| s.from.is_none_or(|f| f <= slot.scheduled_at))
+    }
+
+    /// What `slot` is planned on: the calendar in force at its instant.
+    pub(crate) fn stamp(&self, slot: &Slot) -> Option<CalendarStamp> {
+        let span = self.at(slot)?;
+        CalendarStamp::of(&span.schedule, slot, span.seq)
+    }
+
+    /// The holiday on `slot`'s date in the calendar in force at its instant.
+    pub(crate) fn holiday(&self, slot: &Slot) -> Option<String> {
+        let span = self.at(slot)?;
         let rule = span.schedule.business()?;
         rule.calendar()
             .holiday(slot.business_date())
@@ -183,6 +197,24 @@ mod tests {
         assert_eq!(local(timeline.next_after(nov)), "2026-11-24T02:00:00+09:00");
         let slot = timeline.next_after(nov).unwrap();
         assert_eq!(timeline.holiday(&slot), None);
+        let stamp = timeline.stamp(&slot).unwrap();
+        assert_eq!(
+            stamp.nominal_dates,
+            vec![NaiveDate::from_ymd_opt(2026, 11, 25).unwrap()]
+        );
+        assert!(
+            stamp.version.ends_with("+ override #1"),
+            "{}",
+            stamp.version
+        );
+        let before = timeline.next_after(sept).unwrap();
+        assert!(
+            !timeline
+                .stamp(&before)
+                .unwrap()
+                .version
+                .contains("override")
+        );
         // Slots before it took effect are those of the calendar then: September's is unchanged.
         assert_eq!(
             local(timeline.next_after(sept)),

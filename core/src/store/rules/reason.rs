@@ -26,3 +26,15 @@ pub fn exhausted(attempt: impl std::fmt::Display, max_attempts: impl std::fmt::D
 pub fn calendar(holiday: Option<&str>) -> String {
     format!("calendar: {}", holiday.unwrap_or("weekend"))
 }
+
+/// The message of a slot whose nominal date already ran in an earlier slot: an operator's calendar
+/// override moved the date after that slot ran.
+pub fn nominal_ran(
+    nominal: impl std::fmt::Display,
+    earlier: chrono::DateTime<chrono::Utc>,
+) -> String {
+    format!(
+        "calendar: its nominal date {nominal} already ran in the slot of {}",
+        earlier.format("%Y-%m-%dT%H:%M:%SZ")
+    )
+}

@@ -46,6 +46,7 @@ fn run(slot: i64, status: RunStatus, attempts: Vec<AttemptRecord>) -> RunRecord 
         business_date: at(slot).date_naive(),
         trigger: Trigger::Schedule,
         fingerprint: 0,
+        calendar: None,
         attempts,
     }
 }

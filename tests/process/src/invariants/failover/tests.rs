@@ -46,6 +46,7 @@ fn run(job: &str, slot: i64, token: i64, status: RunStatus, finished_ms: i64) ->
         business_date: at(slot).date_naive(),
         trigger: Trigger::Schedule,
         fingerprint: 0,
+        calendar: None,
         attempts: vec![AttemptRecord {
             attempt: 1,
             owner: "n0".into(),

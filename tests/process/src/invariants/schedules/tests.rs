@@ -93,6 +93,7 @@ fn row(slot: i64, status: RunStatus, attempts: u32, message: Option<&str>) -> Ru
         business_date: at(slot).date_naive(),
         trigger: Trigger::Schedule,
         fingerprint: 0,
+        calendar: None,
         attempts,
     }
 }
