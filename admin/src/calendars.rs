@@ -46,8 +46,10 @@ impl Admin {
         name: &str,
         by: &ChangeRequest,
     ) -> Result<CalendarOverride, AdminError> {
-        self.write_override(calendar, date, OverrideKind::Add, name, by)
-            .await
+        let spec = self
+            .checked_override(calendar, date, OverrideKind::Add, name, by)
+            .await?;
+        self.write_override(&spec, by).await
     }
 
     /// Makes `date` no holiday on `calendar` (a weekend day stays one).
@@ -60,18 +62,34 @@ impl Admin {
         date: NaiveDate,
         by: &ChangeRequest,
     ) -> Result<CalendarOverride, AdminError> {
-        self.write_override(calendar, date, OverrideKind::Remove, "", by)
-            .await
+        let spec = self
+            .checked_override(calendar, date, OverrideKind::Remove, "", by)
+            .await?;
+        self.write_override(&spec, by).await
     }
 
+    /// Writes `spec`, checked, by `by`.
     async fn write_override(
+        &self,
+        spec: &OverrideSpec,
+        by: &ChangeRequest,
+    ) -> Result<CalendarOverride, AdminError> {
+        Ok(self
+            .store
+            .write_override(spec, &by.actor, &by.reason)
+            .await?)
+    }
+
+    /// The override `by` asks for, checked as [`Admin::add_holiday`] checks it before it writes;
+    /// nothing is written (the dashboard's confirmation page shows it first).
+    pub(crate) async fn checked_override(
         &self,
         calendar: &str,
         date: NaiveDate,
         kind: OverrideKind,
         name: &str,
         by: &ChangeRequest,
-    ) -> Result<CalendarOverride, AdminError> {
+    ) -> Result<OverrideSpec, AdminError> {
         by.validate()?;
         let spec = OverrideSpec {
             calendar: calendar.to_owned(),
@@ -81,29 +99,40 @@ impl Admin {
         };
         spec.check(&by.actor, &by.reason).map_err(invalid)?;
         self.check_calendar(calendar).await?;
-        Ok(self
-            .store
-            .write_override(&spec, &by.actor, &by.reason)
-            .await?)
+        Ok(spec)
     }
 
     /// Refuses a calendar that is neither a builtin one nor that of a registered job.
     async fn check_calendar(&self, calendar: &str) -> Result<(), AdminError> {
-        if Calendar::builtin_shared(calendar).is_ok() {
-            return Ok(());
-        }
-        let jobs = self.store.jobs().await?;
-        let known = jobs.iter().any(|j| {
-            j.definition
-                .calendar
-                .as_ref()
-                .is_some_and(|c| c.name == calendar)
-        });
-        if known {
+        if Calendar::builtin_shared(calendar).is_ok()
+            || self.job_calendars().await?.iter().any(|c| c == calendar)
+        {
             Ok(())
         } else {
             Err(invalid(OverrideError::UnknownCalendar(shown(calendar))))
         }
+    }
+
+    /// The calendars of the registered jobs.
+    async fn job_calendars(&self) -> Result<Vec<String>, AdminError> {
+        let jobs = self.store.jobs().await?;
+        Ok(jobs
+            .into_iter()
+            .filter_map(|j| j.definition.calendar.map(|c| c.name))
+            .collect())
+    }
+
+    /// The calendars a holiday may be added to or removed from: the builtin ones
+    /// ([`slotguard_cron::BUILTIN`]) and those of the registered jobs, sorted, each once.
+    ///
+    /// # Errors
+    /// [`AdminError::Store`].
+    pub async fn holiday_calendars(&self) -> Result<Vec<String>, AdminError> {
+        let mut all = self.job_calendars().await?;
+        all.extend(slotguard_cron::BUILTIN.iter().map(|&b| b.to_owned()));
+        all.sort();
+        all.dedup();
+        Ok(all)
     }
 
     /// The overrides in force: the latest of each calendar and date, of `calendar` if given,

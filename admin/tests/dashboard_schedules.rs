@@ -20,7 +20,7 @@ use form::{Answer, encode, fetch, post};
 
 #[path = "support/page.rs"]
 mod page;
-use page::get;
+use page::{get, part};
 
 #[path = "support/registered.rs"]
 mod registered;
@@ -82,15 +82,6 @@ async fn confirmed(app: &Router, uri: &str, fields: &[(&str, &str)]) -> Answer {
     let mut fields = fields.to_vec();
     fields.push(("confirm", "yes"));
     post(app, uri, &fields).await
-}
-
-/// The part of `page` from `start` to the next `end`.
-fn part<'a>(page: &'a str, start: &str, end: &str) -> &'a str {
-    let from = page
-        .find(start)
-        .unwrap_or_else(|| panic!("no {start}: {page}"));
-    let rest = &page[from..];
-    &rest[..rest.find(end).unwrap_or(rest.len())]
 }
 
 /// The values of the skip form's list of upcoming slots.

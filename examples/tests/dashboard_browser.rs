@@ -2,8 +2,8 @@
 //! real server (axum on loopback, a running scheduler) on a real SQLite file and a real PostgreSQL
 //! schema. An operator opens the jobs page, opens a job, retries a failed slot and sees the new
 //! attempt appear, pauses and resumes with a reason, previews and runs a backfill, adds a stored
-//! schedule and pauses and resumes it on its page, skips a slot and undoes the skip, and sees a
-//! hostile job name rendered as text.
+//! schedule and pauses and resumes it on its page, skips a slot and undoes the skip, adds a holiday
+//! to a business calendar on the holidays page, and sees a hostile job name rendered as text.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). With
 //! `SLOTGUARD_SCREENSHOTS=docs/screenshots` the SQLite walk saves screenshots of the main pages there.
@@ -306,6 +306,7 @@ async fn walk(c: &Client, addr: SocketAddr, shots: &Shots) {
     pause_resume_and_backfill(c, &home, shots).await;
     stored_schedule(c, &home, shots).await;
     skip_and_unskip(c, &home).await;
+    add_a_holiday(c, &home).await;
 
     // The hostile job's own page shows its name as text.
     c.goto(&home).await.unwrap();
@@ -531,6 +532,30 @@ async fn skip_and_unskip(c: &Client, home: &str) {
     shows(c, "#form-unskip", Duration::from_secs(10)).await;
     change(c, "unskip", "not a holiday").await;
     assert!(!text(c, "#runs").await.contains("skipped by an operator"));
+}
+
+/// A holiday is added to Korea's calendar through the holidays page's form, and listed there.
+async fn add_a_holiday(c: &Client, home: &str) {
+    c.goto(&format!("{home}/holidays")).await.unwrap();
+    let calendar = "#form-add-holiday [name=calendar]";
+    let calendar = c.find(Locator::Css(calendar)).await.unwrap();
+    calendar.select_by_value("KR").await.unwrap();
+    for (name, value) in [("date", "2026-10-02"), ("name", "Temporary holiday")] {
+        let field = format!("#form-add-holiday [name={name}]");
+        let field = c.find(Locator::Css(&field)).await.unwrap();
+        field.send_keys(value).await.unwrap();
+    }
+    change(c, "add-holiday", "decree of 2026-09-15").await;
+    let listed = text(c, "table.holidays").await;
+    for part in [
+        "KR",
+        "2026-10-02",
+        "added: Temporary holiday",
+        "alice",
+        "decree",
+    ] {
+        assert!(listed.contains(part), "{part}: {listed}");
+    }
 }
 
 async fn browser_walk(backend: impl Backend, shots: Shots) {

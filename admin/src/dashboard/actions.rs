@@ -4,17 +4,15 @@
 //! HTTP router's and the CLI's changes are. The changes of a job's stored schedules and upcoming
 //! slots (`skip`, `unskip`, `add-schedule`) are [`schedule_changes`]'.
 
-use axum::extract::{Extension, Form, Path, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
-use super::confirm::{self, ChangeForm, Confirmation, done};
+use super::confirm::{self, Asked, ChangeForm, Confirmation, done};
 use super::input::{instant, present};
 use super::page::{Base, admin_error, utc};
 use super::{Ui, schedule_changes};
-use crate::http::Actor;
 use crate::parse::rate;
 use crate::{AdminError, BackfillOptions, BackfillReport, ChangeRequest, Command};
 use slotguard::store::{RunFilter, RunRecord, RunStatus};
@@ -113,14 +111,8 @@ pub(super) async fn submit(
     State(ui): State<Ui>,
     base: Base,
     Path((job, action)): Path<(String, String)>,
-    headers: HeaderMap,
-    actor: Option<Extension<Actor>>,
-    Form(form): Form<ChangeForm>,
+    Asked { by, form }: Asked,
 ) -> Response {
-    let by = match confirm::asked_by(&ui, &base, &headers, actor, &form) {
-        Ok(by) => by,
-        Err(refused) => return *refused,
-    };
     if schedule_changes::ON_JOB.contains(&action.as_str()) {
         return schedule_changes::on_job(&ui, &base, &job, &action, &by, &form).await;
     }

@@ -2,13 +2,16 @@
 //! happen, and a preview where there is one), and once more with `confirm=yes` to make the change;
 //! then the browser is sent to the page of what changed, with a notice.
 
+use axum::extract::{Form, FromRequest, FromRequestParts, Request};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::Settings;
-use super::page::{Base, csrf_field, frame, html_response};
+use super::page::{Base, csrf_field, error_page, frame, html_response};
+use super::{Settings, Ui, security};
+use crate::ChangeRequest;
+use crate::http::Actor;
 
 /// Every field any change form sends.
 #[derive(Deserialize, Debug, Default)]
@@ -35,6 +38,10 @@ pub(super) struct ChangeForm {
     pub(super) note: Option<String>,
     /// The version of the schedule the form was read at.
     pub(super) version: Option<String>,
+    /// A holiday override's calendar, date (`YYYY-MM-DD`) and holiday name.
+    pub(super) calendar: Option<String>,
+    pub(super) date: Option<String>,
+    pub(super) name: Option<String>,
     pub(super) confirm: Option<String>,
 }
 
@@ -61,6 +68,9 @@ impl ChangeForm {
             ("pause_on_failure", &self.pause_on_failure),
             ("note", &self.note),
             ("version", &self.version),
+            ("calendar", &self.calendar),
+            ("date", &self.date),
+            ("name", &self.name),
         ];
         let mut out = vec![("reason", self.reason.as_str())];
         out.extend(
@@ -126,23 +136,33 @@ pub(super) fn done(target: &str, action: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
-/// Who asks for a change posted with `form`, and why: the operator the application's middleware
-/// authenticated (or the dashboard's own check), with the form's reason; or the error page of a
-/// refusal (no operator, a bad CSRF token).
-pub(super) fn asked_by(
-    ui: &super::Ui,
-    base: &super::page::Base,
-    headers: &axum::http::HeaderMap,
-    actor: Option<axum::extract::Extension<crate::http::Actor>>,
-    form: &ChangeForm,
-) -> Result<crate::ChangeRequest, Box<axum::response::Response>> {
-    let actor = actor.map(|axum::extract::Extension(a)| a);
-    match super::security::operator(&ui.settings, headers, actor.as_ref(), &form.csrf) {
-        Ok(name) => Ok(crate::ChangeRequest::new(name, form.reason.trim())),
-        Err(refusal) => Err(Box::new(super::page::error_page(
-            base,
-            refusal.status(),
-            refusal.message(),
-        ))),
+/// A change form and who asks for it: the operator the application's middleware authenticated,
+/// with the form's reason. Extracting it answers the error page of a refusal instead (no operator,
+/// a bad CSRF token, a cross-site post, a read-only dashboard).
+pub(super) struct Asked {
+    pub(super) by: ChangeRequest,
+    pub(super) form: ChangeForm,
+}
+
+impl FromRequest<Ui> for Asked {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, ui: &Ui) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let base = Base::from_request_parts(&mut parts, ui)
+            .await
+            .unwrap_or_else(|never| match never {});
+        let actor = parts.extensions.get::<Actor>().cloned();
+        let headers = parts.headers.clone();
+        let Form(form) = Form::<ChangeForm>::from_request(Request::from_parts(parts, body), ui)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        match security::operator(&ui.settings, &headers, actor.as_ref(), &form.csrf) {
+            Ok(name) => Ok(Asked {
+                by: ChangeRequest::new(name, form.reason.trim()),
+                form,
+            }),
+            Err(refusal) => Err(error_page(&base, refusal.status(), refusal.message())),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The forms that ask for a change: each posts to `/jobs/{job}/{action}` (a stored schedule's to
-//! `/schedules/{id}/{action}`) with a CSRF token and a required reason, and leads to a
-//! confirmation page first.
+//! `/schedules/{id}/{action}`, a holiday's to `/holidays/{action}`) with a CSRF token and a
+//! required reason, and leads to a confirmation page first.
 
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};

@@ -14,7 +14,7 @@
 //! | `/missed` | slots with no row, of every job, over a range (`?from=&to=`, default the last hour) |
 //! | `/audit` | the audit trail |
 //! | `/replicas` | the scheduler processes recorded in the store, alive or gone |
-//! | `/holidays` | operators' holiday overrides in force, by calendar and date, with who, why and from when (read-only) |
+//! | `/holidays` | operators' holiday overrides in force, by calendar and date, with who, why and from when; add a holiday to a calendar, remove one |
 //!
 //! # Authentication and the operator
 //!
@@ -26,7 +26,8 @@
 //! # Changes
 //!
 //! Every change (retry, cancel, trigger, pause, resume, backfill, retry of a range's failed runs, skip
-//! and unskip of a slot, and the add, pause, resume, change and removal of a stored schedule) is a
+//! and unskip of a slot, the add, pause, resume, change and removal of a stored schedule, and the
+//! add and removal of a holiday on a business calendar) is a
 //! form with a required reason, then a confirmation page (for a backfill: the dry run's preview;
 //! for an added or changed schedule: its next slots) with a second button. A stored schedule's
 //! forms carry the version its page was read at: a form read before someone else's change is
@@ -65,6 +66,7 @@ mod confirm;
 mod failures;
 mod forms;
 mod glance;
+mod holiday_changes;
 mod holidays;
 mod input;
 mod job;
@@ -167,6 +169,7 @@ impl Dashboard {
             .route("/audit", get(audit::page))
             .route("/replicas", get(replicas::page))
             .route("/holidays", get(holidays::page))
+            .route("/holidays/{action}", post(holiday_changes::submit))
             .route("/assets/app.css", get(page::stylesheet))
             .route("/assets/app.js", get(page::script))
             .fallback(page::not_found)

@@ -7,19 +7,18 @@
 //! or changed schedule's next slots) and once more to be made through the admin API, audited under
 //! the operator's name.
 
-use axum::extract::{Extension, Form, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use slotguard::timeline::MAX_REMAINING_RUNS;
 
 use super::Ui;
-use super::confirm::{self, ChangeForm, Confirmation, done};
+use super::confirm::{self, Asked, ChangeForm, Confirmation, done};
 use super::input::{instant, present};
 use super::jobs::next_slots;
 use super::page::{Base, admin_error, frame, html_response, utc};
-use crate::http::Actor;
 use crate::{Admin, AdminError, ChangeRequest, PREVIEW_SLOTS, ScheduleFields, StoredSchedule};
 
 /// The changes posted to a job's path (`/jobs/{job}/{action}`) that are made here.
@@ -90,14 +89,8 @@ pub(super) async fn on_schedule(
     State(ui): State<Ui>,
     base: Base,
     Path((id, action)): Path<(String, String)>,
-    headers: HeaderMap,
-    actor: Option<Extension<Actor>>,
-    Form(form): Form<ChangeForm>,
+    Asked { by, form }: Asked,
 ) -> Response {
-    let by = match confirm::asked_by(&ui, &base, &headers, actor, &form) {
-        Ok(by) => by,
-        Err(refused) => return *refused,
-    };
     let change = match read_change(&ui.admin, &id, &action, &by, &form).await {
         Ok(change) => change,
         Err(e) => return answer(&base, &e, &id),
