@@ -7,8 +7,7 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use slotguard::store::calendars::overrides_in_force;
 use slotguard::store::{
-    AdminStore as _, AdminStoreExt as _, AuditEntry, Backend, CalendarStamp, ClaimRequest, Enqueue,
-    OverrideKind, SlotStore as _,
+    AdminStoreExt as _, AuditEntry, Backend, CalendarStamp, ClaimRequest, Enqueue, OverrideKind,
     OverrideSpec, SCHEDULE_FENCE, StoreError,
 };
 
@@ -119,7 +118,10 @@ pub async fn runs_keep_the_calendar_they_were_planned_on(backend: &dyn Backend) 
         r
     };
     let one = with(at("2026-09-23T17:00:00Z"), &claimed);
-    backend.claim("w", std::slice::from_ref(&one)).await.expect("claim");
+    backend
+        .claim("w", std::slice::from_ref(&one))
+        .await
+        .expect("claim");
     let skipped = with(at("2026-09-24T17:00:00Z"), &stamp("ACME; KR"));
     (backend.record_skipped(std::slice::from_ref(&skipped), "calendar: 추석"))
         .await
@@ -136,7 +138,10 @@ pub async fn runs_keep_the_calendar_they_were_planned_on(backend: &dyn Backend) 
     };
     backend.enqueue(&[run], &audit).await.expect("enqueue");
     let plain = at("2026-09-26T17:00:00Z");
-    backend.claim("w", std::slice::from_ref(&plain)).await.expect("claim");
+    backend
+        .claim("w", std::slice::from_ref(&plain))
+        .await
+        .expect("claim");
     for (request, expected) in [
         (&one, Some(claimed)),
         (&skipped, Some(stamp("ACME; KR"))),
