@@ -369,19 +369,12 @@ fn new_spec(fields: ScheduleFields) -> Result<ScheduleSpec, AdminError> {
     let required = |field: &'static str, value: Option<String>| {
         value.ok_or_else(|| invalid(field, "is required for a new schedule".into()))
     };
-    let base = ScheduleSpec {
-        job: required("job", fields.job.clone())?,
-        cron: required("cron", fields.cron.clone())?,
-        zone: required("tz", fields.tz.clone())?,
-        dst: "vixie".to_owned(),
-        partition: String::new(),
-        start_at: None,
-        end_at: None,
-        remaining_runs: None,
-        paused: false,
-        note: None,
-        pause_on_failure: false,
-    };
+    let base = ScheduleSpec::new(
+        required("job", fields.job.clone())?,
+        required("cron", fields.cron.clone())?,
+        required("tz", fields.tz.clone())?,
+        String::new(),
+    );
     merge(base, fields)
 }
 

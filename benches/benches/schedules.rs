@@ -205,19 +205,8 @@ async fn propagation(schema: &TestSchema, one: SchedulerHandle, store: PgBackend
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut spent = Vec::new();
     for round in 0..20_i64 {
-        let spec = ScheduleSpec {
-            job: JOB.to_owned(),
-            cron: format!("{} 3 1 1 *", round % 60),
-            zone: "Asia/Seoul".to_owned(),
-            dst: "vixie".to_owned(),
-            partition: "tenant-1".to_owned(),
-            start_at: None,
-            end_at: None,
-            remaining_runs: None,
-            paused: false,
-            note: None,
-            pause_on_failure: false,
-        };
+        let cron = format!("{} 3 1 1 *", round % 60);
+        let spec = ScheduleSpec::new(JOB, cron, "Asia/Seoul", "tenant-1");
         let written = Instant::now();
         let answer = store
             .write_schedule("tenant-1", round + 1, Some(&spec), "bench", "edit")

@@ -8,7 +8,7 @@ use slotguard_cron::{
     BusinessRule, DstPolicy, Schedule, ScheduleError, Slot, UnknownDstPolicy, parse_zone,
 };
 
-use crate::store::{ScheduleSpec, ScheduleVersion};
+use crate::store::{CalendarStamp, ScheduleSpec, ScheduleVersion};
 
 /// The most runs [`ScheduleSpec::remaining_runs`] may ask for.
 pub const MAX_REMAINING_RUNS: u32 = 100_000;
@@ -40,13 +40,15 @@ pub fn compile(
     })
 }
 
-/// One version, compiled: in force from `effective_at`; `None` slots when it is removed, paused or
-/// spent.
+/// One version, or one calendar change within a version, compiled: in force from `effective_at`;
+/// `None` slots when it is removed, paused or spent.
 #[derive(Debug, Clone)]
 struct Span {
     version: i64,
     effective_at: DateTime<Utc>,
     slots: Option<Bounded>,
+    /// The last operators' calendar override in force (`None`: the calendar as the code gives it).
+    seq: Option<i64>,
 }
 
 /// A schedule between two instants (both included).
@@ -76,9 +78,33 @@ fn first_from(schedule: &Schedule, at: DateTime<Utc>) -> Option<Slot> {
     schedule.next_after(DateTime::from_timestamp(whole - 1, 0)?)
 }
 
-/// A stored schedule's versions, compiled, in the order they were written.
+/// The job's business calendar from an instant on, as operators' overrides changed it
+/// ([`Timeline::follow_calendar`]).
+#[derive(Debug, Clone)]
+pub struct CalendarSpan {
+    /// From when (`None`: from the beginning).
+    pub from: Option<DateTime<Utc>>,
+    /// The calendar and convention in force.
+    pub rule: BusinessRule,
+    /// The last override in force (`None`: none).
+    pub seq: Option<i64>,
+}
+
+/// One version as written, with its bounds on the calendar it was written on.
+#[derive(Debug, Clone)]
+struct Version {
+    version: i64,
+    effective_at: DateTime<Utc>,
+    spec: Option<ScheduleSpec>,
+    slots: Option<Bounded>,
+}
+
+/// A stored schedule's versions, compiled, in the order they were written; with the calendar
+/// changes it follows, each version is read on the calendar in force at each instant.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
+    versions: Vec<Version>,
+    calendars: Vec<CalendarSpan>,
     spans: Vec<Span>,
 }
 
@@ -96,19 +122,73 @@ impl Timeline {
 
     /// Adds the next version.
     pub fn push(&mut self, version: &ScheduleVersion, calendar: Option<&BusinessRule>) {
-        let slots = version
-            .spec
-            .as_ref()
-            .filter(|spec| !spec.paused)
-            .and_then(|spec| {
-                let schedule = compile(spec, calendar).ok()?;
-                bounded(spec, schedule, version.effective_at)
-            });
-        self.spans.push(Span {
+        let spec = version.spec.clone().filter(|spec| !spec.paused);
+        let slots = spec.as_ref().and_then(|spec| {
+            let schedule = compile(spec, calendar).ok()?;
+            bounded(spec, schedule, version.effective_at)
+        });
+        self.versions.push(Version {
             version: version.version,
             effective_at: version.effective_at,
+            spec,
             slots,
         });
+        self.rebuild();
+    }
+
+    /// Reads every version on the calendar of `spans` in force at each instant (operators'
+    /// overrides of the job's calendar, oldest first), instead of the calendar it was pushed with.
+    /// A version's start, end and remaining runs stay as they were counted when it was pushed.
+    pub fn follow_calendar(&mut self, spans: Vec<CalendarSpan>) {
+        self.calendars = spans;
+        self.rebuild();
+    }
+
+    /// The spans: each version from its `effective_at`, split where the calendar changes.
+    fn rebuild(&mut self) {
+        let mut spans = Vec::with_capacity(self.versions.len() + self.calendars.len());
+        for (i, v) in self.versions.iter().enumerate() {
+            let end = self.versions.get(i + 1).map(|n| n.effective_at);
+            let in_force = self
+                .calendars
+                .iter()
+                .rposition(|c| c.from.is_none_or(|f| f <= v.effective_at));
+            let later = self.calendars.iter().enumerate().filter(|(_, c)| {
+                c.from
+                    .is_some_and(|f| f > v.effective_at && end.is_none_or(|e| f < e))
+            });
+            spans.push(match in_force {
+                Some(k) => self.span_on(v, v.effective_at, &self.calendars[k]),
+                None => Span {
+                    version: v.version,
+                    effective_at: v.effective_at,
+                    slots: v.slots.clone(),
+                    seq: None,
+                },
+            });
+            for (k, c) in later {
+                let from = c.from.unwrap_or(v.effective_at);
+                spans.push(self.span_on(v, from, &self.calendars[k]));
+            }
+        }
+        self.spans = spans;
+    }
+
+    /// Version `v` from `from` on the calendar of `calendar`.
+    fn span_on(&self, v: &Version, from: DateTime<Utc>, calendar: &CalendarSpan) -> Span {
+        let slots = v.slots.as_ref().and_then(|b| {
+            let schedule = compile(v.spec.as_ref()?, Some(&calendar.rule)).ok()?;
+            Some(Bounded {
+                schedule,
+                ..b.clone()
+            })
+        });
+        Span {
+            version: v.version,
+            effective_at: from,
+            slots,
+            seq: calendar.seq,
+        }
     }
 
     /// The first slot strictly after `after` under the version in force at its instant, and that
@@ -130,6 +210,16 @@ impl Timeline {
         None
     }
 
+    /// What `slot` was planned on: the calendar in force at its instant, with its nominal dates.
+    pub fn stamp(&self, slot: &Slot) -> Option<CalendarStamp> {
+        let span = self
+            .spans
+            .iter()
+            .rev()
+            .find(|s| s.effective_at <= slot.scheduled_at)?;
+        CalendarStamp::of(&span.slots.as_ref()?.schedule, slot, span.seq)
+    }
+
     /// Up to `n` slots strictly after `after`.
     pub fn upcoming(&self, after: DateTime<Utc>, n: usize) -> Vec<Slot> {
         let mut slots = Vec::with_capacity(n.min(64));
@@ -144,23 +234,31 @@ impl Timeline {
         slots
     }
 
-    /// Drops the versions no slot after `after` can be under (a later version was in force by
-    /// then): what a replica keeps is bounded by the changes still to take effect.
+    /// Drops the versions (and calendar changes) no slot after `after` can be under (a later one
+    /// was in force by then): what a replica keeps is bounded by the changes still to take effect.
     pub fn forget_before(&mut self, after: DateTime<Utc>) {
-        let keep_from = self
-            .spans
+        let keep = |from: Option<DateTime<Utc>>| from.is_none_or(|f| f <= after);
+        let versions = self
+            .versions
             .iter()
-            .rposition(|s| s.effective_at <= after)
+            .rposition(|v| keep(Some(v.effective_at)))
             .unwrap_or(0);
-        self.spans.drain(..keep_from);
+        self.versions.drain(..versions);
+        let calendars = self
+            .calendars
+            .iter()
+            .rposition(|c| keep(c.from))
+            .unwrap_or(0);
+        self.calendars.drain(..calendars);
+        self.rebuild();
     }
 
-    /// The schedule of `version`, when it has slots.
+    /// The schedule of `version`, when it has slots (on the calendar it was pushed with).
     pub fn schedule(&self, version: i64) -> Option<&Schedule> {
-        self.spans
+        self.versions
             .iter()
-            .find(|s| s.version == version)
-            .and_then(|s| s.slots.as_ref().map(|b| &b.schedule))
+            .find(|v| v.version == version)
+            .and_then(|v| v.slots.as_ref().map(|b| &b.schedule))
     }
 }
 
@@ -205,19 +303,7 @@ mod tests {
     }
 
     fn spec(cron: &str) -> ScheduleSpec {
-        ScheduleSpec {
-            job: "j".into(),
-            cron: cron.into(),
-            zone: "UTC".into(),
-            dst: "vixie".into(),
-            partition: String::new(),
-            start_at: None,
-            end_at: None,
-            remaining_runs: None,
-            paused: false,
-            note: None,
-            pause_on_failure: false,
-        }
+        ScheduleSpec::new("j", cron, "UTC", "")
     }
 
     fn version(n: i64, spec: Option<ScheduleSpec>, effective: &str) -> ScheduleVersion {
@@ -303,5 +389,47 @@ mod tests {
         assert!(timeline.schedule(1).is_none() && timeline.schedule(2).is_some());
         assert_eq!(seconds(&timeline, "2026-01-01T00:00:04Z", 5), before);
         assert_eq!(before, [5, 10, 12, 14, 16]);
+    }
+
+    /// A calendar change splits a version at its instant: slots before it stay on the calendar
+    /// before, slots after it are read on the new one and name the override that placed them.
+    #[test]
+    fn a_calendar_change_applies_from_its_instant() {
+        use slotguard_cron::{Adjust, Calendar, Weekend};
+        let plain = Calendar::new("X", Weekend::of(&[]).unwrap());
+        let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 1, d).unwrap();
+        let holidays = plain
+            .clone()
+            .with_holiday(day(6), "a")
+            .with_holiday(day(7), "b");
+        let rule = |c: &Calendar| BusinessRule::new(c.clone(), Adjust::Skip);
+        let daily = version(1, Some(spec("0 2 * * *")), "2026-01-01T00:00:00Z");
+        let mut timeline = Timeline::new(&[daily], Some(&rule(&plain)));
+        timeline.follow_calendar(vec![
+            CalendarSpan {
+                from: None,
+                rule: rule(&plain),
+                seq: None,
+            },
+            CalendarSpan {
+                from: Some(at("2026-01-06T12:00:00Z")),
+                rule: rule(&holidays),
+                seq: Some(3),
+            },
+        ]);
+        let slots = timeline.upcoming(at("2026-01-05T00:00:00Z"), 3);
+        let days: Vec<_> = slots.iter().map(|s| s.business_date()).collect();
+        assert_eq!(
+            days,
+            [day(5), day(6), day(8)],
+            "the 7th is a holiday from noon on the 6th"
+        );
+        let stamp = |i: usize| timeline.stamp(&slots[i]).unwrap().version;
+        assert_eq!(
+            (stamp(1), stamp(2)),
+            (String::new(), "override #3".to_owned())
+        );
+        timeline.forget_before(at("2026-01-07T00:00:00Z"));
+        assert_eq!(timeline.upcoming(at("2026-01-06T13:00:00Z"), 1), [slots[2]]);
     }
 }

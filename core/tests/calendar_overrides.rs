@@ -290,3 +290,39 @@ async fn a_slot_on_its_own_date_records_it_as_nominal() {
     assert_eq!(stamps(&store).len(), 1);
     assert_eq!(stamps(&store)[0].0, [date("2026-11-25")]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stored_schedule_follows_the_operators_holiday_too() {
+    use slotguard::store::{ScheduleSpec, ScheduleStore};
+    // The job's code schedule is yearly; a tenant's payday is a schedule stored at run time on the
+    // job's calendar (`KR`, `preceding`).
+    let job = Job::new("payroll", "0 0 1 1 *", |_ctx: JobContext| async {})
+        .tz("Asia/Seoul")
+        .calendar("KR")
+        .adjust(Adjust::Preceding)
+        .guard(slotguard::GuardLevel::Slot);
+    let (store, handle) = start(job, "2026-11-23T16:00:00Z").await;
+    let spec = ScheduleSpec::new("payroll", "0 2 25 * *", "Asia/Seoul", "acme");
+    (store.write_schedule("acme-payday", 0, Some(&spec), "kim", "tenant payday"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    write(&store, "2026-11-25", OverrideKind::Add, "임시공휴일").await;
+    tokio::time::sleep(hours(2)).await;
+    handle.shutdown().await;
+    let runs: Vec<_> = store
+        .runs()
+        .into_iter()
+        .map(|r| (r.key.scheduled_at, r.key.partition, r.status, r.calendar))
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let (at_, partition, status, stamp) = runs.into_iter().next().unwrap();
+    assert_eq!(
+        (at_, partition.as_str(), status),
+        (at("2026-11-23T17:00:00Z"), "acme", RunStatus::Succeeded),
+        "the tenant is paid on Tuesday the 24th"
+    );
+    let stamp = stamp.unwrap();
+    assert_eq!(stamp.nominal_dates, [date("2026-11-25")]);
+    assert!(stamp.version.ends_with("+ override #1"), "{stamp:?}");
+}

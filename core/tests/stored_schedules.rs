@@ -99,19 +99,7 @@ async fn process(
 }
 
 fn spec(cron: &str, partition: &str) -> ScheduleSpec {
-    ScheduleSpec {
-        job: "tenant_report".to_owned(),
-        cron: cron.to_owned(),
-        zone: "Asia/Seoul".to_owned(),
-        dst: "vixie".to_owned(),
-        partition: partition.to_owned(),
-        start_at: None,
-        end_at: None,
-        remaining_runs: None,
-        paused: false,
-        note: None,
-        pause_on_failure: false,
-    }
+    ScheduleSpec::new("tenant_report", cron, "Asia/Seoul", partition)
 }
 
 async fn write(

@@ -50,6 +50,31 @@ pub struct ScheduleSpec {
     pub pause_on_failure: bool,
 }
 
+impl ScheduleSpec {
+    /// `job`'s slots on `cron` in `zone` for `partition` (empty: the job's own), with the default
+    /// DST policy (`vixie`), no bounds, not paused.
+    pub fn new(
+        job: impl Into<String>,
+        cron: impl Into<String>,
+        zone: impl Into<String>,
+        partition: impl Into<String>,
+    ) -> Self {
+        ScheduleSpec {
+            job: job.into(),
+            cron: cron.into(),
+            zone: zone.into(),
+            dst: "vixie".to_owned(),
+            partition: partition.into(),
+            start_at: None,
+            end_at: None,
+            remaining_runs: None,
+            paused: false,
+            note: None,
+            pause_on_failure: false,
+        }
+    }
+}
+
 /// One version of a stored schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleVersion {

@@ -13,6 +13,7 @@ use slotguard_cron::{Schedule, Slot};
 
 use crate::entry::JobEntry;
 use crate::store::{CalendarStamp, CalendarStore, OverrideChanges, SCHEDULE_FENCE};
+use crate::timeline::CalendarSpan;
 
 use super::Runtime;
 use super::schedules::POLL;
@@ -204,6 +205,13 @@ impl Runtime {
     pub(crate) fn calendar_stamp(&self, i: usize, slot: &Slot) -> Option<Arc<CalendarStamp>> {
         self.on_schedule(i, |t| t.stamp(slot), |s| CalendarStamp::of(s, slot, None))
             .map(Arc::new)
+    }
+
+    /// Job `i`'s calendar span by span as the overrides read so far change it; `None` when the
+    /// runtime does not follow overrides or the job has no calendar.
+    pub(crate) fn calendar_spans(&self, i: usize) -> Option<Vec<CalendarSpan>> {
+        let calendars = self.calendars.as_ref()?;
+        calendars.with(i, |t| t.map(CalendarTimeline::calendar_spans))
     }
 
     /// Job `i`'s schedule with every override read so far.

@@ -9,6 +9,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use slotguard_cron::{BusinessRule, Calendar, Schedule, Slot};
 
 use crate::store::{CalendarOverride, CalendarStamp, OverrideKind};
+use crate::timeline::CalendarSpan;
 
 /// A schedule in force from an instant (the first span: from the beginning).
 #[derive(Debug, Clone)]
@@ -87,6 +88,21 @@ impl CalendarTimeline {
     /// The first slot strictly after `after` that the span in force at its instant removes.
     pub(crate) fn next_removed_after(&self, after: DateTime<Utc>) -> Option<Slot> {
         self.first(after, Schedule::next_removed_after)
+    }
+
+    /// The calendar from each span's start, oldest first, for a stored schedule of the job to follow
+    /// ([`Timeline::follow_calendar`](crate::timeline::Timeline::follow_calendar)).
+    pub(crate) fn calendar_spans(&self) -> Vec<CalendarSpan> {
+        self.spans
+            .iter()
+            .filter_map(|s| {
+                Some(CalendarSpan {
+                    from: s.from,
+                    rule: s.schedule.business()?.clone(),
+                    seq: s.seq,
+                })
+            })
+            .collect()
     }
 
     /// The span in force at `slot`'s instant.

@@ -10,7 +10,8 @@ use slotguard_cron::Slot;
 
 use crate::entry::JobEntry;
 use crate::guard::GuardLevel;
-use crate::store::{SCHEDULE_FENCE, ScheduleChanges, ScheduleVersion};
+use crate::runtime::Runtime;
+use crate::store::{CalendarStamp, SCHEDULE_FENCE, ScheduleChanges, ScheduleVersion};
 use crate::timeline::Timeline;
 
 /// One stored schedule of a job this process has the handler of.
@@ -18,6 +19,8 @@ pub(super) struct Followed {
     timeline: Timeline,
     /// The job whose handler runs its slots.
     base: Arc<JobEntry>,
+    /// The job's index in the runtime: its calendar's overrides apply.
+    pub(super) base_index: usize,
     /// Per version: its entry and its partition.
     entries: HashMap<i64, (Arc<JobEntry>, Arc<str>)>,
     /// Its next slot, and the version it is due under.
@@ -30,6 +33,18 @@ impl Followed {
     /// The entry and partition a slot due under `version` goes through the chain with.
     pub(super) fn entry(&self, version: i64) -> Option<(Arc<JobEntry>, Arc<str>)> {
         self.entries.get(&version).cloned()
+    }
+
+    /// Follows the overrides of the job's calendar read so far, when the runtime follows them.
+    pub(super) fn follow_calendar(&mut self, rt: &Runtime) {
+        if let Some(spans) = rt.calendar_spans(self.base_index) {
+            self.timeline.follow_calendar(spans);
+        }
+    }
+
+    /// What `slot` is planned on: the job's calendar in force at its instant.
+    pub(super) fn stamp(&self, slot: &Slot) -> Option<Arc<CalendarStamp>> {
+        self.timeline.stamp(slot).map(Arc::new)
     }
 
     /// Forgets the versions no slot after `at` can be under, with their entries: what a followed
@@ -89,9 +104,11 @@ impl Book {
             .as_ref()
             .map(|s| s.job.as_str())
             .or_else(|| self.followed.get(&version.id).map(|f| &*f.base.name));
-        let Some(base) = job.and_then(|name| jobs.iter().find(|j| &*j.name == name)) else {
+        let Some(base_index) = job.and_then(|name| jobs.iter().position(|j| &*j.name == name))
+        else {
             return false;
         };
+        let base = &jobs[base_index];
         if base.level != GuardLevel::Slot {
             tracing::warn!(schedule = %version.id, job = %base.name, "a stored schedule needs its job at the `slot` level; not followed");
             return false;
@@ -103,6 +120,7 @@ impl Book {
             .or_insert_with(|| Followed {
                 timeline: Timeline::default(),
                 base: Arc::clone(base),
+                base_index,
                 entries: HashMap::new(),
                 next: None,
                 fired: None,

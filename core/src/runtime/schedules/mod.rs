@@ -42,7 +42,14 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
     let mut next_read = rt.clock.now();
     let mut last_read = next_read;
     let mut failures = 0u32;
+    let mut overrides = rt.calendars.as_ref().map(|c| c.subscribe());
     loop {
+        if let Some(rx) = overrides.as_mut()
+            && rx.has_changed().unwrap_or(false)
+        {
+            rx.mark_unchanged();
+            follow_calendars(&rt, &mut book, &mut heap);
+        }
         if rt.clock.now() >= next_read {
             last_read = rt.clock.now();
             let read = read(&rt, &*store, &mut book, &mut heap).await;
@@ -53,7 +60,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
         let now = rt.clock.now();
         let top = heap
             .peek()
-            .map(|Reverse((at, _))| (*at - lead, book.knows(*at)));
+            .map(|Reverse((at, id))| (*at - lead, knows(&rt, &book, *at, id)));
         let wake = match top {
             Some((due, true)) => due.min(next_read),
             // Due, but a version in force at it may be unknown here: read first (at once after a
@@ -78,6 +85,29 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
         if matches!(top, Some((_, true))) {
             let batch = take_due(&rt, &mut book, &mut heap, lead);
             super::timer::spawn_ticks(&rt, batch);
+        }
+    }
+}
+
+/// Whether slot `at` of schedule `id` is decided by what is known here: its versions, and the
+/// overrides of its job's calendar.
+fn knows(rt: &Runtime, book: &Book, at: DateTime<Utc>, id: &str) -> bool {
+    book.knows(at)
+        && book
+            .followed
+            .get(id)
+            .is_none_or(|f| rt.calendar_knows(f.base_index, at))
+}
+
+/// Reads every followed schedule on its job's calendar with the overrides read so far, and plans
+/// each again.
+fn follow_calendars(rt: &Runtime, book: &mut Book, heap: &mut Heap) {
+    let from = rt.clock.now() - rt.settle();
+    for (id, followed) in &mut book.followed {
+        followed.follow_calendar(rt);
+        followed.replan(from);
+        if let Some((slot, _)) = followed.next {
+            heap.push(Reverse((slot.scheduled_at, id.clone())));
         }
     }
 }
@@ -115,6 +145,7 @@ async fn read(rt: &Runtime, store: &dyn ScheduleStore, book: &mut Book, heap: &m
         }
         for id in changed {
             if let Some(followed) = book.followed.get_mut(&id) {
+                followed.follow_calendar(rt);
                 followed.replan(from);
                 if let Some((slot, _)) = followed.next {
                     heap.push(Reverse((slot.scheduled_at, id)));
@@ -142,7 +173,7 @@ fn take_due(
         if at > now + lead {
             break;
         }
-        if !book.knows(at) {
+        if !knows(rt, book, at, &id) {
             break;
         }
         heap.pop();
@@ -159,7 +190,8 @@ fn take_due(
             heap.push(Reverse((next.scheduled_at, id.clone())));
         }
         if let Some((entry, partition)) = followed.entry(version) {
-            batch.push(Candidate::slot(&entry, slot, partition));
+            let calendar = followed.stamp(&slot);
+            batch.push(Candidate::planned(&entry, slot, partition, calendar));
         }
     }
     batch
