@@ -326,3 +326,28 @@ async fn a_stored_schedule_follows_the_operators_holiday_too() {
     assert_eq!(stamp.nominal_dates, [date("2026-11-25")]);
     assert!(stamp.version.ends_with("+ override #1"), "{stamp:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_korean_holiday_reaches_a_company_calendar_built_on_korea() {
+    use slotguard::{Calendar, Weekend};
+    // The company's calendar: Korea's, plus its own shutdown days; the override names `KR`.
+    let acme = Calendar::new("acme", Weekend::NONE)
+        .with_holiday(date("2026-12-28"), "shutdown week")
+        .extend(&Calendar::builtin("KR").unwrap());
+    let job = Job::new("payday", "0 2 25 * *", |_ctx: JobContext| async {})
+        .tz("Asia/Seoul")
+        .calendar(acme)
+        .adjust(Adjust::Preceding);
+    let (store, handle) = start(job, "2026-11-23T16:00:00Z").await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    write(&store, "2026-11-25", OverrideKind::Add, "임시공휴일").await;
+    tokio::time::sleep(hours(2)).await;
+    handle.shutdown().await;
+    let statuses: Vec<_> = seen(&store).into_iter().map(|(at, s, _)| (at, s)).collect();
+    assert_eq!(
+        statuses,
+        [(at("2026-11-23T17:00:00Z"), RunStatus::Succeeded)],
+        "payday moves to Tuesday the 24th on the company calendar too"
+    );
+    assert_eq!(stamps(&store)[0].1, "acme");
+}

@@ -408,3 +408,46 @@ fn a_company_calendar_extends_a_country() {
         company.version()
     );
 }
+
+#[test]
+fn an_override_of_a_country_reaches_the_calendars_built_on_it() {
+    let day = |m, d| NaiveDate::from_ymd_opt(2026, m, d).unwrap();
+    let kr = Calendar::builtin("KR").unwrap();
+    let acme = Calendar::new("acme", Weekend::NONE)
+        .with_holiday(day(12, 28), "shutdown week")
+        .extend(&kr);
+    let team = Calendar::new("team", Weekend::NONE)
+        .with_holiday(day(12, 30), "offsite")
+        .extend(&acme);
+    assert!(acme.follows("acme") && acme.follows("KR") && !acme.follows("JP"));
+    assert!(team.follows("acme") && team.follows("KR"));
+    // A temporary holiday in Korea reaches both; Chuseok withdrawn (hypothetically) leaves both.
+    let added = team
+        .clone()
+        .with_override("KR", day(10, 2), Some("임시공휴일"));
+    assert_eq!(added.holiday(day(10, 2)), Some("임시공휴일"));
+    let withdrawn = team.clone().with_override("KR", day(9, 25), None);
+    assert!(withdrawn.is_business_day(day(9, 25)));
+    // A country's override leaves a date a calendar above it names itself.
+    let kept = team.clone().with_override("KR", day(12, 28), None);
+    assert_eq!(kept.holiday(day(12, 28)), Some("shutdown week"));
+    let renamed = acme
+        .clone()
+        .with_override("KR", day(12, 28), Some("national day"));
+    assert_eq!(renamed.holiday(day(12, 28)), Some("shutdown week"));
+    // The company's own override reaches the team calendar built on it, but not the team's day.
+    let open = team.clone().with_override("acme", day(12, 28), None);
+    assert!(open.is_business_day(day(12, 28)));
+    let offsite = team.clone().with_override("acme", day(12, 30), None);
+    assert!(!offsite.is_business_day(day(12, 30)));
+    // A calendar's own name changes any date; another calendar's changes nothing.
+    assert!(
+        team.clone()
+            .with_override("team", day(12, 30), None)
+            .is_business_day(day(12, 30))
+    );
+    assert_eq!(
+        team.clone().with_override("JP", day(10, 2), Some("x")),
+        team
+    );
+}

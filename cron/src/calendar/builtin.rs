@@ -51,6 +51,7 @@ pub(super) fn shared(name: &str) -> Result<Arc<Calendar>, CalendarError> {
                 weekend: Weekend::SAT_SUN,
                 holidays,
                 years,
+                bases: Vec::new(),
                 closure: Default::default(),
             }))
         })

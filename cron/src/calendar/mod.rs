@@ -18,7 +18,7 @@ mod builtin;
 #[cfg(feature = "import")]
 mod import;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -81,6 +81,10 @@ pub struct Calendar {
     holidays: BTreeMap<NaiveDate, String>,
     /// The years the holiday data is complete for, first and last.
     years: Option<(i32, i32)>,
+    /// The calendars this one was built on ([`Calendar::extend`]), nearest first: each one's name,
+    /// and the dates the calendars above it name themselves (an override of that calendar leaves
+    /// them alone).
+    bases: Vec<(String, BTreeSet<NaiveDate>)>,
     /// [`Calendar::longest_closure`], computed on first use (every rule on the calendar asks for it,
     /// and a builtin calendar is shared by all of them); reset by every change of the holidays.
     closure: Cached,
@@ -148,6 +152,7 @@ impl Calendar {
             weekend,
             holidays: BTreeMap::new(),
             years: None,
+            bases: Vec::new(),
             closure: Cached::default(),
         }
     }
@@ -191,6 +196,14 @@ impl Calendar {
     /// name wins on a date both have), named `self`'s name, with both versions.
     #[must_use]
     pub fn extend(self, base: &Calendar) -> Calendar {
+        let mine: BTreeSet<NaiveDate> = self.holidays.keys().copied().collect();
+        let mut bases = self.bases;
+        bases.push((base.name.clone(), mine.clone()));
+        bases.extend(
+            base.bases
+                .iter()
+                .map(|(name, above)| (name.clone(), above.union(&mine).copied().collect())),
+        );
         let mut holidays = base.holidays.clone();
         holidays.extend(self.holidays);
         let version = match (base.version.is_empty(), self.version.is_empty()) {
@@ -204,7 +217,36 @@ impl Calendar {
             weekend: Weekend(base.weekend.0 | self.weekend.0),
             holidays,
             years: base.years,
+            bases,
             closure: Cached::default(),
+        }
+    }
+
+    /// Whether this calendar is `name`, or was built on a calendar named `name`: an operator's
+    /// override of `name` applies to it ([`Calendar::with_override`]).
+    pub fn follows(&self, name: &str) -> bool {
+        self.name == name || self.bases.iter().any(|(base, _)| base == name)
+    }
+
+    /// The calendar with an operator's override of calendar `of` on `date`: a holiday named
+    /// `holiday` added (`Some`), or the holiday removed (`None`). An override of this calendar's
+    /// own name changes the date; one of a calendar it was built on changes it unless a calendar
+    /// above that one names the date itself (a company's shutdown day stays when the country's
+    /// holiday on it is withdrawn). Unchanged when the calendar does not follow `of`.
+    #[must_use]
+    pub fn with_override(self, of: &str, date: NaiveDate, holiday: Option<&str>) -> Calendar {
+        let kept = if self.name == of {
+            false
+        } else {
+            match self.bases.iter().find(|(base, _)| base == of) {
+                Some((_, above)) => above.contains(&date),
+                None => true,
+            }
+        };
+        match holiday {
+            _ if kept => self,
+            Some(name) => self.with_holiday(date, name),
+            None => self.without_holiday(date),
         }
     }
 

@@ -86,7 +86,7 @@ impl Overrides {
         for o in &changes.overrides {
             book.seq = book.seq.max(o.seq);
             for timeline in book.jobs.iter_mut().flatten() {
-                if timeline.name() == o.spec.calendar {
+                if timeline.follows(&o.spec.calendar) {
                     timeline.apply(o);
                     changed = true;
                 }

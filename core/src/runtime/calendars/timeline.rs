@@ -42,18 +42,23 @@ impl CalendarTimeline {
         })
     }
 
-    /// The calendar's name: the overrides of that name apply.
-    pub(crate) fn name(&self) -> &str {
-        self.calendar.name()
+    /// Whether the overrides of calendar `name` apply: the job's calendar is `name`, or was built
+    /// on it.
+    pub(crate) fn follows(&self, name: &str) -> bool {
+        self.calendar.follows(name)
     }
 
-    /// Adds `o` (an override of this calendar, read in order) as a span from its `effective_at`.
+    /// Adds `o` (an override of this calendar or one it was built on, read in order) as a span from
+    /// its `effective_at`.
     pub(crate) fn apply(&mut self, o: &CalendarOverride) {
-        let calendar = (*self.calendar).clone();
-        let calendar = match o.spec.kind {
-            OverrideKind::Add => calendar.with_holiday(o.spec.date, o.spec.name.clone()),
-            OverrideKind::Remove => calendar.without_holiday(o.spec.date),
+        let holiday = match o.spec.kind {
+            OverrideKind::Add => Some(o.spec.name.as_str()),
+            OverrideKind::Remove => None,
         };
+        let calendar =
+            (*self.calendar)
+                .clone()
+                .with_override(&o.spec.calendar, o.spec.date, holiday);
         self.calendar = Arc::new(calendar);
         let latest = &self.latest().schedule;
         let Some(rule) = latest.business() else {
