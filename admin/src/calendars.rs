@@ -11,11 +11,7 @@ use slotguard::store::{CalendarOverride, OverrideError, OverrideKind, OverrideSp
 
 use crate::{Admin, AdminError, ChangeRequest, shown};
 
-/// The most overrides [`Admin::calendar_overrides`] reads.
-pub const MAX_OVERRIDES: usize = 100_000;
-
-/// One page of the overrides' read.
-const PAGE: usize = 1_000;
+pub use crate::planned::MAX_OVERRIDES;
 
 /// An [`OverrideError`] as the admin API's [`AdminError::Invalid`], naming the field.
 fn invalid(e: OverrideError) -> AdminError {
@@ -144,16 +140,7 @@ impl Admin {
         &self,
         calendar: Option<&str>,
     ) -> Result<Vec<CalendarOverride>, AdminError> {
-        let mut all = Vec::new();
-        loop {
-            let after = all.last().map_or(0, |o: &CalendarOverride| o.seq);
-            let page = self.store.override_changes(after, PAGE).await?;
-            let more = page.overrides.len() >= PAGE;
-            all.extend(page.overrides);
-            if !more || all.len() >= MAX_OVERRIDES {
-                break;
-            }
-        }
+        let all = self.all_overrides().await?;
         Ok(overrides_in_force(&all, calendar)
             .into_iter()
             .cloned()

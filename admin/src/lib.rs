@@ -33,6 +33,7 @@ pub mod http;
 mod missed;
 mod page;
 pub mod parse;
+mod planned;
 mod reads;
 mod request;
 mod retry_range;

@@ -11,8 +11,9 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard_cron::{DstPolicy, Schedule};
 
+use crate::planned::Planned;
 use crate::{Admin, AdminError, MAX_SCAN_SLOTS, check_page, rfc3339, shown};
-use slotguard::store::JobRecord;
+use slotguard::store::{CalendarOverride, JobRecord};
 
 /// The most schedule slots compared with the store's rows in one read.
 pub const CHUNK: usize = 10_000;
@@ -154,7 +155,8 @@ impl Admin {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<(usize, Vec<MissedSlot>), AdminError> {
-        let expected = expected_of(record, from, to)?;
+        let overrides = self.overrides_of(std::slice::from_ref(record)).await?;
+        let expected = expected_of(record, &overrides, from, to)?;
         let present = self
             .store
             .slot_times(&record.definition.name, from, to)
@@ -232,12 +234,14 @@ impl Admin {
         mut budget: usize,
         sink: &mut impl Sink,
     ) -> Result<Option<MissedCursor>, AdminError> {
+        let records: Vec<JobRecord> = turns.iter().map(|t| t.record.clone()).collect();
+        let overrides = self.overrides_of(&records).await?;
         let mut i = 0;
         while i < turns.len() {
             if sink.full() || budget == 0 {
                 return Ok(Some(cursor(&turns[i])));
             }
-            let batch = gather(&turns[i..], to, budget);
+            let batch = gather(&turns[i..], &overrides, to, budget);
             budget = budget.saturating_sub(batch.iter().map(Chunk::len).sum());
             let present = self.read(&turns[i..i + batch.len()], &batch, to).await?;
             // Only the last chunk of a read can stop short of `to`; its job goes on next round.
@@ -348,7 +352,12 @@ fn cursor(turn: &Turn) -> MissedCursor {
 
 /// The chunks of one read: the turns whose whole remaining range fits in [`CHUNK`] slots together,
 /// or the first turn alone, cut at [`CHUNK`] (or the budget) slots.
-fn gather(turns: &[Turn], to: DateTime<Utc>, budget: usize) -> Vec<Chunk> {
+fn gather(
+    turns: &[Turn],
+    overrides: &[CalendarOverride],
+    to: DateTime<Utc>,
+    budget: usize,
+) -> Vec<Chunk> {
     let mut batch = Vec::new();
     let mut taken = 0;
     for turn in turns {
@@ -356,7 +365,7 @@ fn gather(turns: &[Turn], to: DateTime<Utc>, budget: usize) -> Vec<Chunk> {
         if cap == 0 {
             break;
         }
-        let chunk = chunk_of(&turn.record, turn.start, to, cap);
+        let chunk = chunk_of(&turn.record, overrides, (turn.start, to), cap);
         if chunk.resume.is_some() && !batch.is_empty() {
             break;
         }
@@ -455,9 +464,15 @@ fn unreadable(record: &JobRecord) -> AdminError {
     }
 }
 
-/// Up to `cap` slots of a stored job's schedule in `[from, to)`, and the next one when there are more.
-fn chunk_of(record: &JobRecord, from: DateTime<Utc>, to: DateTime<Utc>, cap: usize) -> Chunk {
-    let Some(schedule) = schedule_of(record) else {
+/// Up to `cap` slots of a stored job's schedule in `[from, to)` (with the operators' `overrides` of
+/// its calendar in force at each), and the next one when there are more.
+fn chunk_of(
+    record: &JobRecord,
+    overrides: &[CalendarOverride],
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    cap: usize,
+) -> Chunk {
+    let Some(schedule) = Planned::of(record, overrides) else {
         return Chunk {
             expected: Err(unreadable(record)),
             resume: None,
@@ -480,7 +495,7 @@ fn chunk_of(record: &JobRecord, from: DateTime<Utc>, to: DateTime<Utc>, cap: usi
 
 /// The schedule's slots in `[from, to)`, oldest first.
 fn slots_in(
-    schedule: &Schedule,
+    schedule: &Planned,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> impl Iterator<Item = MissedSlot> + '_ {
@@ -499,10 +514,11 @@ fn slots_in(
 /// [`MAX_SCAN_SLOTS`].
 fn expected_of(
     record: &JobRecord,
+    overrides: &[CalendarOverride],
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<MissedSlot>, AdminError> {
-    let chunk = chunk_of(record, from, to, MAX_SCAN_SLOTS);
+    let chunk = chunk_of(record, overrides, (from, to), MAX_SCAN_SLOTS);
     if chunk.resume.is_some() {
         return Err(AdminError::Invalid {
             field: "range",

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use slotguard::store::{AuditRecord, JobRecord, ReplicaRecord, RunFilter, RunRecord};
 
 use crate::checks::{named, ordered, partition_key};
-use crate::missed::schedule_of;
+use crate::planned::Planned;
 use crate::{Admin, AdminError, JobStatus, check_page, shown};
 
 impl Admin {
@@ -25,9 +25,10 @@ impl Admin {
         let names: Vec<String> = records.iter().map(|r| r.definition.name.clone()).collect();
         // One read for every job's newest run (one statement on PostgreSQL), not one per job.
         let latest = self.store.latest_runs(&names).await?;
+        let overrides = self.overrides_of(&records).await?;
         let mut out = Vec::with_capacity(records.len());
         for (record, last_run) in records.into_iter().zip(latest) {
-            let next_slots = schedule_of(&record)
+            let next_slots = Planned::of(&record, &overrides)
                 .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
                 .unwrap_or_default();
             let replicas = runners(&live, &record.definition.name);

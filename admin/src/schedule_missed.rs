@@ -5,6 +5,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use slotguard::store::SlotKey;
 use slotguard::timeline::Timeline;
 
+use crate::planned::stored_timeline;
+
 use crate::{Admin, AdminError, CHUNK, MAX_SCAN_SLOTS, MissedSlot, check_page};
 
 /// One page of a stored schedule's missed slots.
@@ -41,8 +43,8 @@ impl Admin {
             });
         };
         let record = self.job(&spec.job).await?;
-        let calendar = record.definition.calendar.as_ref().and_then(|c| c.rule());
-        let timeline = Timeline::new(&history, calendar.as_ref());
+        let overrides = self.overrides_of(std::slice::from_ref(&record)).await?;
+        let timeline = stored_timeline(&record, &history, &overrides);
         let mut page = ScheduleMissed {
             partition: spec.partition.clone(),
             missed: Vec::new(),

@@ -1,9 +1,9 @@
 //! Skipping one upcoming slot: recorded `skipped` with the operator's reason before any replica
 //! claims it, and undone until then.
 
+use crate::planned::stored_timeline;
 use chrono::{DateTime, Utc};
 use slotguard::store::{ClaimRequest, JobRecord, RunRecord, SlotKey, Trigger};
-use slotguard::timeline::Timeline;
 use slotguard::{Overlap, Slot};
 
 use crate::checks::partition_key;
@@ -112,13 +112,15 @@ impl Admin {
         let before = slot - chrono::TimeDelta::nanoseconds(1);
         if partition.is_empty()
             && let Some(schedule) = schedule_of(record)
-            && let Some(named) = schedule
+            && let Some(planned) = self.planned(record).await?
+            && let Some(named) = planned
                 .next_after(before)
                 .filter(|s| s.scheduled_at == slot)
         {
+            // As the replicas record it: the code schedule's fingerprint.
             return Ok((named, schedule.fingerprint()));
         }
-        let calendar = record.definition.calendar.as_ref().and_then(|c| c.rule());
+        let overrides = self.overrides_of(std::slice::from_ref(record)).await?;
         let job = &record.definition.name;
         let mut after = None;
         loop {
@@ -141,7 +143,7 @@ impl Admin {
                 } else {
                     self.store.schedule_history(&latest.id).await?
                 };
-                let timeline = Timeline::new(&history, calendar.as_ref());
+                let timeline = stored_timeline(record, &history, &overrides);
                 if let Some((named, version)) = timeline.next_after(before)
                     && named.scheduled_at == slot
                 {

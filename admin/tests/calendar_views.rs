@@ -93,3 +93,48 @@ async fn a_calendar_built_in_code_is_named_not_guessed() {
         "{err}"
     );
 }
+
+/// An admin over `payday` (`KR`, `preceding`) registered on 1 November 2026, whose 25th an
+/// operator makes a holiday after `before` days; `after` days later.
+async fn holiday_added(before: u64, after: u64) -> Admin {
+    let payday = definition("payday", "0 2 25 * *", kr(Adjust::Preceding));
+    let admin = nothing_ran("2026-11-01T00:00:00Z", before, &[payday]).await;
+    let by = slotguard_admin::ChangeRequest::new("kim", "decree");
+    let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap();
+    admin
+        .add_holiday("KR", date, "임시공휴일", &by)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(after * 86_400)).await;
+    admin
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_and_next_slots_follow_an_operators_holiday() {
+    let admin = holiday_added(0, 0).await;
+    let jobs = admin.jobs().await.unwrap();
+    assert_eq!(
+        jobs[0].next_slots[0],
+        at("2026-11-23T17:00:00Z"),
+        "the next payday is Tuesday the 24th"
+    );
+    tokio::time::sleep(Duration::from_secs(30 * 86_400)).await;
+    let (from, to) = (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"));
+    let missed = admin.missed("payday", from, to).await.unwrap();
+    let missed: Vec<_> = missed.iter().map(|s| s.scheduled_at).collect();
+    assert_eq!(
+        missed,
+        [at("2026-11-23T17:00:00Z")],
+        "the 24th, not the 25th"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holiday_added_after_the_slot_leaves_it_expected_where_it_was() {
+    // The holiday is added on the 26th, after payday's slot on the 25th.
+    let admin = holiday_added(25, 5).await;
+    let (from, to) = (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"));
+    let missed = admin.missed("payday", from, to).await.unwrap();
+    let missed: Vec<_> = missed.iter().map(|s| s.scheduled_at).collect();
+    assert_eq!(missed, [at("2026-11-24T17:00:00Z")]);
+}

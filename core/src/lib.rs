@@ -44,6 +44,7 @@
 extern crate self as slotguard;
 
 mod calendar;
+pub mod calendar_timeline;
 mod clock;
 mod context;
 mod entry;

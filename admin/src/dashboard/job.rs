@@ -15,6 +15,7 @@ use super::words::describe;
 use super::{Ui, chart, forms, schedules, timeline};
 use crate::AdminError;
 use crate::parse::status;
+use crate::planned::Planned;
 use chrono::{DateTime, Utc};
 use slotguard::store::schedules::SKIPPED_BY_OPERATOR;
 use slotguard::store::{JobRecord, RunCounts, RunFilter, RunRecord, RunStatus};
@@ -78,10 +79,12 @@ async fn render(ui: &Ui, base: &Base, job: &str, query: &JobQuery) -> Result<Mar
     );
     let counts = counts?.remove(job).unwrap_or_default();
     let stored = stored?;
-    let schedule = crate::missed::schedule_of(&record);
-    let cells = timeline::cells(&ui.admin, job, schedule.as_ref(), &recent).await;
+    let planned = ui.admin.planned(&record).await?;
+    let schedule = planned.as_ref().map(Planned::schedule);
+    let cells = timeline::cells(&ui.admin, job, schedule, &recent).await;
     let zone = record.definition.zone.parse::<chrono_tz::Tz>().ok();
-    let next: Vec<DateTime<Utc>> = schedule
+    let next: Vec<DateTime<Utc>> = planned
+        .as_ref()
         .map(|s| s.slots_after(now).take(3).map(|s| s.scheduled_at).collect())
         .unwrap_or_default();
     let missed = missed.map(|m| m.len()).ok();

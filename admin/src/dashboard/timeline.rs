@@ -107,7 +107,11 @@ fn moved_from(schedule: &Schedule, run: &RunRecord) -> Option<String> {
         wall: run.wall_time,
         zone: schedule.zone(),
     };
-    let nominal = schedule.nominal_dates(&slot);
+    // What the run recorded it stands for, else what the schedule says now.
+    let nominal = match &run.calendar {
+        Some(stamp) => stamp.nominal_dates.clone(),
+        None => schedule.nominal_dates(&slot),
+    };
     if nominal.is_empty() || nominal.contains(&slot.business_date()) {
         return None;
     }

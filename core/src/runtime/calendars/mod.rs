@@ -18,9 +18,7 @@ use crate::timeline::CalendarSpan;
 use super::Runtime;
 use super::schedules::POLL;
 
-mod timeline;
-
-use timeline::CalendarTimeline;
+use crate::calendar_timeline::CalendarTimeline;
 
 /// The most overrides one read returns.
 const PAGE: usize = 1_000;

@@ -1,7 +1,8 @@
-//! One job's schedule under its calendar's overrides: each override read is a span in force from
-//! its `effective_at`, and a slot at instant `T` is the slot of the span in force at `T` (as a
-//! stored schedule's versions, [`Timeline`](crate::timeline::Timeline)). Every replica that knows
-//! the overrides up to `T` computes the same slot.
+//! One job's schedule under operators' overrides of its calendar: each override read is a span in
+//! force from its `effective_at`, and a slot at instant `T` is the slot of the span in force at `T`
+//! (as a stored schedule's versions, [`Timeline`](crate::timeline::Timeline)). Every replica that
+//! knows the overrides up to `T` computes the same slot, and the admin views plan a job's slots on
+//! the same timeline.
 
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ struct Span {
 
 /// A job's schedule, span by span, as its calendar's overrides take effect.
 #[derive(Debug, Clone)]
-pub(crate) struct CalendarTimeline {
+pub struct CalendarTimeline {
     spans: Vec<Span>,
     /// The calendar with every override read so far.
     calendar: Arc<Calendar>,
@@ -30,7 +31,7 @@ pub(crate) struct CalendarTimeline {
 
 impl CalendarTimeline {
     /// The timeline of `schedule` with no override yet; `None` without a calendar.
-    pub(crate) fn new(schedule: &Schedule) -> Option<Self> {
+    pub fn new(schedule: &Schedule) -> Option<Self> {
         let rule = schedule.business()?;
         Some(CalendarTimeline {
             calendar: Arc::new(rule.calendar().clone()),
@@ -42,15 +43,33 @@ impl CalendarTimeline {
         })
     }
 
+    /// `schedule` with `overrides` (of any calendars, in the order they were written: those of its
+    /// calendar and of the calendars it was built on apply), each in force from its
+    /// `effective_at`; `None` without a calendar. What the admin views plan a job's slots on.
+    pub fn with_overrides(schedule: &Schedule, overrides: &[CalendarOverride]) -> Option<Self> {
+        let mut timeline = CalendarTimeline::new(schedule)?;
+        for o in overrides {
+            if timeline.follows(&o.spec.calendar) {
+                timeline.apply(o);
+            }
+        }
+        Some(timeline)
+    }
+
+    /// The slots strictly after `after`, each under the calendar in force at its instant.
+    pub fn slots_after(&self, after: DateTime<Utc>) -> impl Iterator<Item = Slot> + '_ {
+        std::iter::successors(self.next_after(after), |s| self.next_after(s.scheduled_at))
+    }
+
     /// Whether the overrides of calendar `name` apply: the job's calendar is `name`, or was built
     /// on it.
-    pub(crate) fn follows(&self, name: &str) -> bool {
+    pub fn follows(&self, name: &str) -> bool {
         self.calendar.follows(name)
     }
 
     /// Adds `o` (an override of this calendar or one it was built on, read in order) as a span from
     /// its `effective_at`.
-    pub(crate) fn apply(&mut self, o: &CalendarOverride) {
+    pub fn apply(&mut self, o: &CalendarOverride) {
         let holiday = match o.spec.kind {
             OverrideKind::Add => Some(o.spec.name.as_str()),
             OverrideKind::Remove => None,
@@ -81,23 +100,23 @@ impl CalendarTimeline {
     }
 
     /// The schedule with every override read so far.
-    pub(crate) fn schedule(&self) -> &Schedule {
+    pub fn schedule(&self) -> &Schedule {
         &self.latest().schedule
     }
 
     /// The first slot strictly after `after` of the span in force at its instant.
-    pub(crate) fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
         self.first(after, Schedule::next_after)
     }
 
     /// The first slot strictly after `after` that the span in force at its instant removes.
-    pub(crate) fn next_removed_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+    pub fn next_removed_after(&self, after: DateTime<Utc>) -> Option<Slot> {
         self.first(after, Schedule::next_removed_after)
     }
 
     /// The calendar from each span's start, oldest first, for a stored schedule of the job to follow
     /// ([`Timeline::follow_calendar`](crate::timeline::Timeline::follow_calendar)).
-    pub(crate) fn calendar_spans(&self) -> Vec<CalendarSpan> {
+    pub fn calendar_spans(&self) -> Vec<CalendarSpan> {
         self.spans
             .iter()
             .filter_map(|s| {
@@ -119,13 +138,13 @@ impl CalendarTimeline {
     }
 
     /// What `slot` is planned on: the calendar in force at its instant.
-    pub(crate) fn stamp(&self, slot: &Slot) -> Option<CalendarStamp> {
+    pub fn stamp(&self, slot: &Slot) -> Option<CalendarStamp> {
         let span = self.at(slot)?;
         CalendarStamp::of(&span.schedule, slot, span.seq)
     }
 
     /// The holiday on `slot`'s date in the calendar in force at its instant.
-    pub(crate) fn holiday(&self, slot: &Slot) -> Option<String> {
+    pub fn holiday(&self, slot: &Slot) -> Option<String> {
         let span = self.at(slot)?;
         let rule = span.schedule.business()?;
         rule.calendar()
@@ -160,7 +179,7 @@ impl CalendarTimeline {
 
     /// Merges the spans no slot after `at` can be under into the one in force at `at`: what a
     /// replica keeps stays bounded however many overrides it read.
-    pub(crate) fn forget_before(&mut self, at: DateTime<Utc>) {
+    pub fn forget_before(&mut self, at: DateTime<Utc>) {
         let keep_from = self
             .spans
             .iter()
