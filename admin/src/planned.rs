@@ -53,6 +53,7 @@ impl Planned {
     }
 
     /// The schedule with every override (the nominal dates and holidays of recent slots).
+    #[cfg(feature = "dashboard")]
     pub(crate) fn schedule(&self) -> &Schedule {
         match self {
             Planned::Plain(s) => s,

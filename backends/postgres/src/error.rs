@@ -107,6 +107,23 @@ pub enum PgError {
         value: String,
     },
 
+    /// The library's schema has no table this part of it needs: it was never migrated, or by an
+    /// older version. [`PgLeaseLocks`](crate::PgLeaseLocks) does not migrate (migrations take a
+    /// session lock, which a transaction pooler cannot hold); a [`PgBackend`](crate::PgBackend)
+    /// connected directly does.
+    #[error(
+        "schema {schema} at {url} has no table {table}: connect a PgBackend to the database \
+         directly (not through the pooler) once to migrate it"
+    )]
+    NotMigrated {
+        /// The URL, password redacted.
+        url: String,
+        /// The library's schema.
+        schema: String,
+        /// The missing table.
+        table: &'static str,
+    },
+
     /// A query failed.
     #[error("PostgreSQL query failed: {}", described(.0))]
     Query(#[source] sqlx::Error),

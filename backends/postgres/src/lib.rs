@@ -31,6 +31,7 @@
 //! - `job_run_attempts`: one row per attempt, `UNIQUE(run_id, attempt)`;
 //! - the sequence `fencing_tokens`;
 //! - `lock_keys`: which job of which application owns an advisory-lock key;
+//! - `lease_locks`: the lock leases of [`PgLeaseLocks`], for processes behind a transaction pooler;
 //! - `jobs`: the jobs schedulers registered, with their pause state;
 //! - `job_run_audit`: who retried, triggered, backfilled, paused, resumed or cancelled what, and why;
 //! - `replicas`: the scheduler processes, each refreshed on its recovery cadence;
@@ -59,6 +60,7 @@
 //! would be taken in one session and "released" in another. Point this backend at PostgreSQL
 //! directly or at a session-mode pool. The backend checks `pg_backend_pid()` across statements on
 //! the lock connection and refuses to lock ([`PgError::TransactionPooler`]) when it changes.
+//! Behind such a pooler, [`PgLeaseLocks`] holds the `lock` level's locks as lease rows instead.
 //!
 //! Every held lock, and every job a claim transaction serializes on, takes an entry in the server's
 //! shared lock table (`max_locks_per_transaction × max_connections`, 6,400 by default). Thousands
@@ -75,6 +77,8 @@ mod claims;
 mod error;
 mod failover;
 mod inspect;
+mod keys;
+mod lease;
 mod locks;
 mod migrate;
 mod presence;
@@ -94,12 +98,12 @@ use slotguard::store::{
     Backend, CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease,
     LockLease, LockStore, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
 };
-use sqlx::Row;
 use sqlx::postgres::PgPool;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::PgBackendBuilder;
 pub use error::PgError;
+pub use lease::{PgLeaseLocks, PgLeaseLocksBuilder};
 /// An attempt of a run: core's [`AttemptRecord`](slotguard::store::AttemptRecord), under the name
 /// this crate used before the admin store.
 pub use slotguard::store::AttemptRecord as AttemptRow;
@@ -214,56 +218,14 @@ impl PgBackend {
         namespace: &str,
         keys: &[(i64, String)],
     ) -> Result<(), PgError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let st = &self.inner.statements;
-        let (lock_keys, jobs): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
-        let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(sql(&st.register_keys))
-            .bind(namespace)
-            .bind(&lock_keys)
-            .bind(&jobs)
-            .execute(&mut *tx)
-            .await?;
-        // A new statement sees keys that concurrent registrations committed meanwhile.
-        let rows = sqlx::query(sql(&st.registered_keys))
-            .bind(&lock_keys)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut registered = std::collections::HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let key: i64 = row.try_get("lock_key")?;
-            let ns: String = row.try_get("namespace")?;
-            let job: String = row.try_get("job_name")?;
-            registered.insert(key, (ns, job));
-        }
-        for (key, job) in keys {
-            let Some((registered_namespace, registered_job)) = registered.remove(key) else {
-                return Err(PgError::UnexpectedValue {
-                    column: "lock_keys.lock_key",
-                    value: format!("{key} missing after registration"),
-                });
-            };
-            if registered_namespace != namespace || registered_job != *job {
-                // Roll back now rather than on drop, so no transaction stays open holding locks.
-                tx.rollback().await?;
-                return Err(PgError::LockKeyCollision {
-                    key: *key,
-                    registered_namespace,
-                    registered_job,
-                    namespace: namespace.to_owned(),
-                    job: job.clone(),
-                });
-            }
-        }
-        sqlx::query(sql(&st.touch_keys))
-            .bind(&lock_keys)
-            .bind(namespace)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        keys::register(
+            &self.inner.pool,
+            &self.inner.statements,
+            namespace,
+            keys,
+            true,
+        )
+        .await
     }
 
     /// Every run, or the runs of `job`, with their attempts, ordered by job, slot and partition.

@@ -93,6 +93,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "calendar stamp on runs",
         sql: include_str!("../migrations/0015_calendar_stamp.sql"),
     },
+    Migration {
+        version: 16,
+        description: "lock leases",
+        sql: include_str!("../migrations/0016_lease_locks.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -61,6 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use slotguard::store::renewal::RenewedLeases as _;
 use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -270,7 +271,10 @@ impl Inner {
         keys: &[i64],
     ) -> Result<Vec<Option<LockLease>>, StoreError> {
         self.renewer.call_once(|| {
-            tokio::spawn(renew::renew_loop(Arc::downgrade(self) as Weak<Inner>));
+            tokio::spawn(slotguard::store::renewal::renew_until_dropped(
+                Arc::downgrade(self) as Weak<Inner>,
+                "redis",
+            ));
         });
         let ttl = self.ttl.as_millis().to_string();
         let mut pending = Pending {

@@ -1,51 +1,27 @@
-//! The renewal task: every TTL/3, one pipelined compare-and-`PEXPIRE` for every held lease; and,
-//! between renewals, the deadline of each lease, so that a lease Redis could not renew is reported
-//! lost when its TTL runs out, not at the next renewal.
+//! The renewal of the held leases, driven by core's
+//! [`renew_until_dropped`](slotguard::store::renewal::renew_until_dropped): every TTL/3, one
+//! pipelined compare-and-`PEXPIRE` for every held lease; between renewals, each lease's deadline.
 
-use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use redis::Value;
+use slotguard::store::renewal::RenewedLeases;
 use tokio::time::Instant;
 
 use crate::Inner;
 
-/// Renews `inner`'s leases until the last `RedisLocks` is dropped.
-pub(crate) async fn renew_loop(inner: Weak<Inner>) {
-    let Some(every) = inner.upgrade().map(|i| i.ttl / 3) else {
-        return;
-    };
-    let mut next = Instant::now() + every;
-    loop {
-        let wake = match inner.upgrade() {
-            Some(i) => i.earliest_deadline().map_or(next, |d| d.min(next)),
-            None => return,
-        };
-        tokio::time::sleep_until(wake).await;
-        let Some(inner) = inner.upgrade() else { return };
-        if Instant::now() >= next {
-            next = Instant::now() + every;
-            let overdue = inner.earliest_deadline().unwrap_or(next);
-            // A renewal that hangs past a lease's deadline must not delay telling its holder.
-            tokio::select! {
-                result = inner.renew() => {
-                    if let Err(e) = result {
-                        tracing::warn!(error = %e, "Redis lease renewal failed");
-                    }
-                }
-                () = tokio::time::sleep_until(overdue) => {}
-            }
-        }
-        inner.expire_overdue();
+#[async_trait::async_trait]
+impl RenewedLeases for Inner {
+    fn renew_every(&self) -> Duration {
+        self.ttl / 3
     }
-}
 
-impl Inner {
     fn earliest_deadline(&self) -> Option<Instant> {
         self.held().values().map(|h| h.deadline.at()).min()
     }
 
     /// Renews every held lease in one round trip; reports lost the ones found gone or another's.
-    pub(crate) async fn renew(self: &Arc<Self>) -> Result<(), slotguard::store::StoreError> {
+    async fn renew(&self) -> Result<(), slotguard::store::StoreError> {
         let snapshot: Vec<(i64, i64, String)> = self
             .held()
             .iter()
@@ -83,7 +59,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Reports lost every lease past its deadline: not renewed within its TTL, so another may hold it.
     fn expire_overdue(&self) {
         let now = Instant::now();
         self.held().retain(|&key, lease| {

@@ -28,6 +28,7 @@ mod capabilities;
 mod deadline;
 pub mod memory;
 mod queue;
+pub mod renewal;
 pub mod replicas;
 pub mod retention;
 pub mod rules;

@@ -27,6 +27,7 @@ pub(crate) mod claim;
 pub(crate) mod due;
 pub(crate) mod finish;
 pub(crate) mod jobs;
+pub(crate) mod lease;
 pub(crate) mod locks;
 pub(crate) mod presence;
 pub(crate) mod replicas;
@@ -96,6 +97,9 @@ pub(crate) struct Statements {
     pub(crate) last_override: Arc<str>,
     pub(crate) insert_override: Arc<str>,
     pub(crate) override_changes: Arc<str>,
+    pub(crate) lease_take: Arc<str>,
+    pub(crate) lease_renew: Arc<str>,
+    pub(crate) lease_release: Arc<str>,
 }
 
 impl Statements {
@@ -159,6 +163,9 @@ impl Statements {
             last_override: s(calendars::LAST_OVERRIDE),
             insert_override: s(calendars::INSERT_OVERRIDE),
             override_changes: s(calendars::OVERRIDE_CHANGES),
+            lease_take: s(lease::TAKE),
+            lease_renew: s(lease::RENEW),
+            lease_release: s(lease::RELEASE),
         }
     }
 }

@@ -31,13 +31,14 @@ impl Connect for TestSchema {
 }
 
 /// The tables the migrations create, by name.
-pub(crate) const TABLES: [&str; 9] = [
+pub(crate) const TABLES: [&str; 10] = [
     "calendar_overrides",
     "job_run_attempts",
     "job_run_audit",
     "job_runs",
     "job_schedules",
     "jobs",
+    "lease_locks",
     "lock_keys",
     "migrations",
     "replicas",

@@ -6,12 +6,14 @@
 //! lock tests use keys no other test uses.
 
 mod admin;
+mod bouncer;
 mod claims;
 mod clock;
 mod common;
 mod connect;
 mod contract;
 mod failover;
+mod lease;
 mod locks;
 mod logs;
 mod migrations;
