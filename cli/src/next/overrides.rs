@@ -8,18 +8,18 @@ use slotguard_cron::Calendar;
 use super::calendar::CalendarSpec;
 use crate::ops::Store;
 
-/// `spec` (the calendar named `name`) with the store's overrides of `name`, when a store is
-/// given; unchanged otherwise, or when `spec` is not a calendar the overrides can apply to. A
-/// failure is its exit code and message.
+/// `spec` (the calendar named `name`) with the store's overrides in force of its calendar and of
+/// the calendar it was built on (`--base`), when a store is given; unchanged otherwise, or when
+/// `spec` is not a calendar the overrides can apply to. A failure is its exit code and message.
 pub(super) fn with_overrides(
     spec: Option<CalendarSpec>,
     name: Option<&str>,
     store: &Store,
 ) -> Result<Option<CalendarSpec>, (u8, String)> {
-    let (Some(spec), Some(name)) = (spec.clone(), name) else {
+    let (Some(spec), Some(_)) = (spec.clone(), name) else {
         return Ok(spec);
     };
-    let Some(read) = store.calendar_overrides(name) else {
+    let Some(read) = store.calendar_overrides() else {
         return Ok(Some(spec));
     };
     let mut calendar = match spec {
@@ -31,11 +31,14 @@ pub(super) fn with_overrides(
         CalendarSpec::File(calendar) => calendar,
         inline @ CalendarSpec::Inline(_) => return Ok(Some(inline)),
     };
-    for o in read? {
-        calendar = match o.spec.kind {
-            OverrideKind::Add => calendar.with_holiday(o.spec.date, o.spec.name),
-            OverrideKind::Remove => calendar.without_holiday(o.spec.date),
+    // Those of the calendar `name` names, and of the builtin one a holidays file is built on; any
+    // other leaves it as it is.
+    for o in &read? {
+        let holiday = match o.spec.kind {
+            OverrideKind::Add => Some(o.spec.name.as_str()),
+            OverrideKind::Remove => None,
         };
+        calendar = calendar.with_override(&o.spec.calendar, o.spec.date, holiday);
     }
     Ok(Some(CalendarSpec::File(calendar)))
 }

@@ -51,14 +51,11 @@ pub(crate) struct Store {
 impl Store {
     /// The overrides in force of `calendar` in the store, for `slotguard next`; `None` when no
     /// store is given (`next` works offline). A failure is its exit code and message.
-    pub(crate) fn calendar_overrides(
-        &self,
-        calendar: &str,
-    ) -> Option<Result<Vec<CalendarOverride>, (u8, String)>> {
+    pub(crate) fn calendar_overrides(&self) -> Option<Result<Vec<CalendarOverride>, (u8, String)>> {
         self.database_url.as_ref()?;
         let read = async {
             let admin = self.open().await?;
-            Ok::<_, Failure>(admin.calendar_overrides(Some(calendar)).await?)
+            Ok::<_, Failure>(admin.calendar_overrides(None).await?)
         };
         let answer = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -104,4 +104,20 @@ pub(crate) fn holidays_are_added_removed_and_listed(fx: &Fixture) {
         offline.ok().contains("\n2026-11-24T17:00:00Z "),
         "{offline:?}"
     );
+
+    // A company's holidays file on top of KR names the 25th itself: withdrawing Korea's holiday
+    // moves Korea's payday back to the 25th, but not the company's.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let file = std::env::temp_dir().join(format!("acme-{}-{nanos}.csv", std::process::id()));
+    std::fs::write(&file, "2026-11-25,founders day\n").expect("holidays file");
+    let withdraw = ["holiday", "remove", "KR", "2026-11-25", "--reason", "r"];
+    fx.slotguard(&withdraw).ok();
+    assert!(fx.slotguard(&next).ok().contains("\n2026-11-24T17:00:00Z "));
+    let mut company = next.clone();
+    company.extend(["--holidays", file.to_str().expect("utf-8 path")]);
+    let acme = fx.slotguard(&company);
+    let _ = std::fs::remove_file(&file);
+    assert!(acme.ok().contains("\n2026-11-23T17:00:00Z "), "{acme:?}");
 }
