@@ -35,11 +35,14 @@ impl Followed {
         self.entries.get(&version).cloned()
     }
 
-    /// Follows the overrides of the job's calendar read so far, when the runtime follows them.
-    pub(super) fn follow_calendar(&mut self, rt: &Runtime) {
-        if let Some(spans) = rt.calendar_spans(self.base_index) {
-            self.timeline.follow_calendar(spans);
-        }
+    /// Follows the overrides of the job's calendar read so far, when the runtime follows them;
+    /// whether it did (the job has a calendar).
+    pub(super) fn follow_calendar(&mut self, rt: &Runtime) -> bool {
+        let Some(spans) = rt.calendar_spans(self.base_index) else {
+            return false;
+        };
+        self.timeline.follow_calendar(spans);
+        true
     }
 
     /// What `slot` is planned on: the job's calendar in force at its instant.

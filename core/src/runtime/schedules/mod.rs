@@ -99,12 +99,14 @@ fn knows(rt: &Runtime, book: &Book, at: DateTime<Utc>, id: &str) -> bool {
             .is_none_or(|f| rt.calendar_knows(f.base_index, at))
 }
 
-/// Reads every followed schedule on its job's calendar with the overrides read so far, and plans
-/// each again.
+/// Reads every followed schedule of a job with a calendar on that calendar with the overrides
+/// read so far, and plans each again; the others are left as they are.
 fn follow_calendars(rt: &Runtime, book: &mut Book, heap: &mut Heap) {
     let from = rt.clock.now() - rt.settle();
     for (id, followed) in &mut book.followed {
-        followed.follow_calendar(rt);
+        if !followed.follow_calendar(rt) {
+            continue;
+        }
         followed.replan(from);
         if let Some((slot, _)) = followed.next {
             heap.push(Reverse((slot.scheduled_at, id.clone())));
@@ -145,7 +147,7 @@ async fn read(rt: &Runtime, store: &dyn ScheduleStore, book: &mut Book, heap: &m
         }
         for id in changed {
             if let Some(followed) = book.followed.get_mut(&id) {
-                followed.follow_calendar(rt);
+                let _ = followed.follow_calendar(rt);
                 followed.replan(from);
                 if let Some((slot, _)) = followed.next {
                     heap.push(Reverse((slot.scheduled_at, id)));
