@@ -46,10 +46,7 @@ struct Shape {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
+    let args = slotguard_benches::bench_args();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -148,22 +145,9 @@ fn cpu_ticks() -> (u64, u64) {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        if !head.ends_with("(postgres") {
-            continue;
+        if stat.contains("(postgres) ") {
+            postgres += slotguard_benches::ticks_of(&stat);
         }
-        let fields: Vec<&str> = rest.split(' ').collect();
-        // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command.
-        postgres += fields
-            .get(11)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0);
-        postgres += fields
-            .get(12)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0);
     }
     let total = std::fs::read_to_string("/proc/stat")
         .ok()

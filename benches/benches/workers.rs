@@ -46,10 +46,7 @@ const LAG_RUN: Duration = Duration::from_secs(20);
 const FANOUT: usize = 10_000;
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
+    let args = slotguard_benches::bench_args();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -13,11 +13,23 @@ pub fn rss_bytes() -> u64 {
 
 /// User + system CPU time of this process, in clock ticks (1/100 s on Linux; 0 elsewhere).
 pub fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    ticks_of(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// User + system CPU time in a `/proc/<pid>/stat` line, in clock ticks.
+pub fn ticks_of(stat: &str) -> u64 {
     // Fields after the command name, which is in parentheses and may contain spaces.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let utime: u64 = fields.get(11).and_then(|s| s.parse().ok()).unwrap_or(0);
     let stime: u64 = fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
     utime + stime
+}
+
+/// The bench's own arguments (those after `--`, without the `--bench` cargo adds).
+pub fn bench_args() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect()
 }
