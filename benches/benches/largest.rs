@@ -196,8 +196,11 @@ async fn run(shape: Shape) {
     let connections = sample(Duration::from_secs(shape.secs)).await;
     let cpu1 = cpu_ticks();
     let stopped = Utc::now();
-    for mut child in children {
+    // Every replica is told at once; then each is waited for.
+    for child in &mut children {
         drop(child.stdin.take());
+    }
+    for mut child in children {
         let _ = child.wait();
     }
     let ledger = read_ledgers(dir.path(), shape.replicas);
@@ -208,6 +211,42 @@ async fn run(shape: Shape) {
         (cpu0, cpu1),
         connections,
     );
+    by_minute(&schema.name).await;
+}
+
+/// One minute and status: its runs, their most attempts, and the first attempt's lag p50 / p99.
+type MinuteRow = (String, String, i32, i64, Option<f64>, Option<f64>);
+
+/// What the store holds, minute by minute of slot time: runs by status and attempt, and the first
+/// attempt's start lag (database clock), p50 and p99, so that a run that fell behind shows when.
+async fn by_minute(schema: &str) {
+    let mut conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    let sql = format!(
+        "SELECT to_char(date_trunc('minute', r.scheduled_at), 'HH24:MI') AS minute, r.status, \
+                max(r.attempt) AS attempts, count(*) AS runs, \
+                percentile_cont(0.5) WITHIN GROUP \
+                    (ORDER BY extract(epoch FROM a.started_at - r.scheduled_at)) AS p50, \
+                percentile_cont(0.99) WITHIN GROUP \
+                    (ORDER BY extract(epoch FROM a.started_at - r.scheduled_at)) AS p99 \
+         FROM \"{schema}\".job_runs r \
+         LEFT JOIN \"{schema}\".job_run_attempts a ON a.run_id = r.id AND a.attempt = 1 \
+         GROUP BY 1, 2 ORDER BY 1, 2"
+    );
+    let rows: Vec<MinuteRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    println!("minute  status     attempts(max)  runs    first-attempt lag p50 / p99");
+    for (minute, status, attempts, runs, p50, p99) in rows {
+        let ms = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{:.0} ms", s * 1_000.0));
+        println!(
+            "{minute}   {status:<10} {attempts:>13}  {runs:>6}  {} / {}",
+            ms(p50),
+            ms(p99)
+        );
+    }
 }
 
 fn spawn(schema: &str, r: usize, shape: Shape, ledger: &std::path::Path) -> Child {
