@@ -7,64 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use slotguard::store::{
-    Claim, ClaimRequest, DueClaim, DueSpec, Finish, Lease, RunStatus, SlotKey, SlotStore, Store,
-    StoreError,
-};
+use slotguard::store::RunStatus;
 use slotguard::{Job, JobContext, MemoryBackend, Scheduler, TokioClock};
 
-/// The memory store, whose first `failures` outcome writes meet an unavailable store.
-struct Flaky {
-    inner: Arc<MemoryBackend>,
-    failures: AtomicU32,
-}
-
-#[async_trait]
-impl SlotStore for Flaky {
-    async fn claim(&self, owner: &str, r: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
-        self.inner.claim(owner, r).await
-    }
-
-    async fn claim_due(
-        &self,
-        owner: &str,
-        specs: &[DueSpec],
-        limit: usize,
-    ) -> Result<Vec<DueClaim>, StoreError> {
-        self.inner.claim_due(owner, specs, limit).await
-    }
-
-    async fn due_jobs(&self, specs: &[DueSpec]) -> Result<Vec<String>, StoreError> {
-        self.inner.due_jobs(specs).await
-    }
-
-    async fn existing_slots(&self, keys: &[SlotKey]) -> Result<Vec<bool>, StoreError> {
-        self.inner.existing_slots(keys).await
-    }
-
-    async fn record_skipped(&self, r: &[ClaimRequest], reason: &str) -> Result<(), StoreError> {
-        self.inner.record_skipped(r, reason).await
-    }
-
-    async fn heartbeat(&self, owner: &str, tokens: &[i64]) -> Result<Vec<i64>, StoreError> {
-        self.inner.heartbeat(owner, tokens).await
-    }
-
-    async fn finish(
-        &self,
-        owner: &str,
-        finishes: &[(Lease, Finish)],
-    ) -> Result<Vec<bool>, StoreError> {
-        let left = self.failures.load(Ordering::Acquire);
-        if left > 0 {
-            self.failures.store(left - 1, Ordering::Release);
-            return Err(StoreError::unavailable("out of shared memory"));
-        }
-        self.inner.finish(owner, finishes).await
-    }
-}
+#[path = "support/faulty_store.rs"]
+mod faulty_store;
+use faulty_store::Faulty;
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -79,18 +28,12 @@ async fn run_once_with(failures: u32) -> (u32, Vec<(RunStatus, u32)>) {
     let ran = Arc::new(AtomicU32::new(0));
     let mut handles = Vec::new();
     for (id, failures) in [("flaky", failures), ("healthy", 0)] {
-        let flaky = Arc::new(Flaky {
+        let store = Faulty {
             inner: Arc::clone(&memory),
-            failures: AtomicU32::new(failures),
-        });
-        let m = Arc::clone(&memory);
-        let store = Store::new("flaky", flaky)
-            .with_locks(Arc::clone(&m) as _)
-            .with_checkpoints(Arc::clone(&m) as _)
-            .with_clock(Arc::clone(&m) as _)
-            .with_admin(Arc::clone(&m) as _)
-            .with_replicas(Arc::clone(&m) as _)
-            .with_retention(m as _);
+            finish_failures: AtomicU32::new(failures),
+            ..Faulty::default()
+        }
+        .into_store();
         let ran = Arc::clone(&ran);
         let job = Job::new("settle", "0 * * * * *", move |_ctx: JobContext| {
             ran.fetch_add(1, Ordering::AcqRel);

@@ -31,6 +31,7 @@ pub use crate::policy::{GuardLevel, UnknownGuardLevel};
 use crate::trace::RunResult;
 
 pub(crate) mod batch;
+pub(crate) mod heartbeats;
 pub(crate) mod local;
 pub(crate) mod lock;
 pub(crate) mod slot;

@@ -1,14 +1,15 @@
 //! `slot`: claim the slot row, keep its heartbeat, write the outcome under the fencing token.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batcher;
+use super::heartbeats::Heartbeats;
 use slotguard_cron::{Slot, parse_zone};
 
 use super::{Decision, Guard, GuardLevel, Permit, RunInfo, RunOutcome, SkipReason};
@@ -16,7 +17,8 @@ use crate::context::Checkpoints;
 use crate::entry::{Candidate, RunSlot, Work};
 use crate::policy::{AfterFailure, RetryPolicy};
 use crate::store::{
-    Claim, ClaimRequest, DueSpec, Finish, Lease, RunStatus, SlotStore, Store, StoreError,
+    Claim, ClaimRequest, DueSpec, Finish, Lease, LeaseDeadline, RunStatus, SlotStore, Store,
+    StoreError,
 };
 
 /// Lets a slot in only if this process wins its row.
@@ -74,6 +76,7 @@ impl SlotGuard {
             return Vec::new();
         }
         let requests: Vec<ClaimRequest> = batch.iter().filter_map(|c| c.claim_request()).collect();
+        let sent = Instant::now();
         let claims = match self.store.slots.claim(&self.owner, &requests).await {
             Ok(claims) => claims,
             Err(e) => return unavailable(batch.len(), &e),
@@ -83,7 +86,7 @@ impl SlotGuard {
             .zip(batch)
             .map(|(claim, candidate)| match claim {
                 Claim::Won(lease) => {
-                    Decision::Admit(Box::new(self.hold(lease, candidate.job.retry)))
+                    Decision::Admit(Box::new(self.hold(lease, candidate.job.retry, sent)))
                 }
                 Claim::Taken {
                     status: status @ (RunStatus::Skipped | RunStatus::Pending),
@@ -101,6 +104,7 @@ impl SlotGuard {
         }
         let specs: Vec<DueSpec> = batch.iter().map(|c| c.job.due_spec()).collect();
         let limit = batch.iter().map(|c| c.due_limit()).max().unwrap_or(1);
+        let sent = Instant::now();
         let claims = match self.store.slots.claim_due(&self.owner, &specs, limit).await {
             Ok(claims) => claims,
             Err(e) => return unavailable(batch.len(), &e),
@@ -121,7 +125,7 @@ impl SlotGuard {
                 partition: Arc::from(claim.key.partition.as_str()),
                 trace_parent: claim.trace_parent,
             };
-            let permit: Box<dyn Permit> = Box::new(self.hold(claim.lease, job.retry));
+            let permit: Box<dyn Permit> = Box::new(self.hold(claim.lease, job.retry, sent));
             per_job
                 .entry(job.name.to_string())
                 .or_default()
@@ -133,10 +137,11 @@ impl SlotGuard {
             .collect()
     }
 
-    /// The permit for an attempt this process holds: registered for heartbeats until released.
-    pub(crate) fn hold(&self, lease: Lease, retry: RetryPolicy) -> ClaimedSlot {
+    /// The permit for an attempt this process holds, claimed by a call sent at `sent`: registered
+    /// for heartbeats until released.
+    pub(crate) fn hold(&self, lease: Lease, retry: RetryPolicy, sent: Instant) -> ClaimedSlot {
         debug_assert!(retry.max_attempts >= 1);
-        let lost = self.heartbeats.add(lease.token);
+        let (lost, deadline) = self.heartbeats.add(lease.token, sent);
         ClaimedSlot {
             finisher: Arc::clone(&self.finisher),
             heartbeats: Arc::clone(&self.heartbeats),
@@ -147,6 +152,7 @@ impl SlotGuard {
             }),
             lease,
             lost,
+            deadline,
             retry,
         }
     }
@@ -237,6 +243,8 @@ pub(crate) struct ClaimedSlot {
     checkpoints: Arc<SlotCheckpoints>,
     lease: Lease,
     lost: CancellationToken,
+    /// Until when the attempt is trusted without another confirmed heartbeat.
+    deadline: LeaseDeadline,
     retry: RetryPolicy,
 }
 
@@ -250,6 +258,10 @@ impl Permit for ClaimedSlot {
 
     fn loss(&self) -> Option<CancellationToken> {
         Some(self.lost.clone())
+    }
+
+    fn deadline(&self) -> Option<LeaseDeadline> {
+        Some(self.deadline.clone())
     }
 
     fn checkpoints(&self) -> Option<Arc<dyn Checkpoints>> {
@@ -303,7 +315,7 @@ impl ClaimedSlot {
     /// hold its run: until a heartbeat is refused, or for the stale threshold (three heartbeat
     /// intervals), after which another process may have taken the run over.
     async fn record(&self, finish: Finish) -> Result<bool, StoreError> {
-        let budget = tokio::time::Instant::now() + self.heartbeats.interval * 3;
+        let budget = Instant::now() + self.heartbeats.interval * 3;
         let mut wait = OUTCOME_RETRY.0;
         loop {
             let Some(answer) = self
@@ -314,7 +326,7 @@ impl ClaimedSlot {
                 return Err(StoreError::unavailable("the runtime is shutting down"));
             };
             let retry = match &answer {
-                Err(e) if e.is_unavailable() => tokio::time::Instant::now() + wait < budget,
+                Err(e) if e.is_unavailable() => Instant::now() + wait < budget,
                 _ => false,
             };
             if !retry || self.lost.is_cancelled() {
@@ -335,95 +347,5 @@ impl ClaimedSlot {
 impl Drop for ClaimedSlot {
     fn drop(&mut self) {
         self.heartbeats.remove(self.lease.token);
-    }
-}
-
-/// The running attempts of this process, refreshed together: one store call per interval, whatever
-/// their number, and none at all while nothing runs.
-pub(crate) struct Heartbeats {
-    active: Mutex<HashMap<i64, CancellationToken>>,
-    wake: Notify,
-    pub(crate) interval: Duration,
-}
-
-impl Heartbeats {
-    pub(crate) fn new(interval: Duration) -> Self {
-        Heartbeats {
-            active: Mutex::default(),
-            wake: Notify::new(),
-            interval,
-        }
-    }
-
-    fn add(&self, token: i64) -> CancellationToken {
-        let lost = CancellationToken::new();
-        self.active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token, lost.clone());
-        self.wake.notify_one();
-        lost
-    }
-
-    fn remove(&self, token: i64) {
-        self.active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&token);
-    }
-
-    fn tokens(&self) -> Vec<i64> {
-        self.active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .copied()
-            .collect()
-    }
-
-    /// Refreshes every held attempt each interval until `done` is cancelled; sleeps without waking
-    /// while no attempt is held.
-    pub(crate) async fn run(
-        &self,
-        store: Arc<dyn SlotStore>,
-        owner: Arc<str>,
-        done: CancellationToken,
-    ) {
-        loop {
-            if self.tokens().is_empty() {
-                tokio::select! {
-                    () = self.wake.notified() => continue,
-                    () = done.cancelled() => return,
-                }
-            }
-            tokio::select! {
-                () = tokio::time::sleep(self.interval) => {}
-                () = done.cancelled() => return,
-            }
-            let tokens = self.tokens();
-            if tokens.is_empty() {
-                continue;
-            }
-            match store.heartbeat(&owner, &tokens).await {
-                Ok(held) => {
-                    for token in tokens.iter().filter(|t| !held.contains(t)) {
-                        let lost = self
-                            .active
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .remove(token);
-                        if let Some(lost) = lost {
-                            tracing::warn!(
-                                event = "job_ownership_lost",
-                                token,
-                                "heartbeat refused: the attempt was taken over; telling the job to stop"
-                            );
-                            lost.cancel();
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "heartbeat failed; will retry next interval"),
-            }
-        }
     }
 }

@@ -134,6 +134,9 @@ async fn run_body(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcom
         // Claimed ahead (`claim_ahead`) or spread: the body still starts at the slot's instant.
         tokio::time::sleep(early).await;
     }
+    if losses.iter().any(CancellationToken::is_cancelled) {
+        return not_started(&rt.abandoned, &job, permits).await;
+    }
     // Debug, as is a success: a per-second job would otherwise log two lines a second. Failures,
     // abandonments and refused outcomes stay at warn; `job_run_started_total` counts starts.
     tracing::debug!(event = "job_started", level = %job.level, "job started");
@@ -180,6 +183,27 @@ async fn run_body(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcom
         rt.abandoned.fetch_add(1, Ordering::AcqRel);
     }
     log_end(&outcome, took.as_millis() as u64, accepted);
+    (outcome, accepted)
+}
+
+/// A run whose hold was lost before its body started (its claim answered too late to be trusted):
+/// the body does not start, and the attempt is handed back to be run again.
+async fn not_started(
+    abandoned: &std::sync::atomic::AtomicUsize,
+    job: &JobEntry,
+    permits: Vec<Box<dyn crate::guard::Permit>>,
+) -> (RunOutcome, bool) {
+    crate::metrics::ownership_lost(&job.name);
+    tracing::warn!(
+        event = "job_ownership_lost",
+        "lost ownership before the body started; it does not start"
+    );
+    let outcome = RunOutcome::Abandoned {
+        reason: "lost".to_owned(),
+    };
+    let accepted = release(permits, &outcome).await;
+    abandoned.fetch_add(1, Ordering::AcqRel);
+    log_end(&outcome, 0, accepted);
     (outcome, accepted)
 }
 

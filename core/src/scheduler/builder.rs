@@ -12,9 +12,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::{Clock, ClockSync, SharedClock, SystemClock};
 use crate::entry::JobEntry;
+use crate::guard::heartbeats::Heartbeats;
 use crate::guard::local::LocalGuard;
 use crate::guard::lock::{LockGuard, unlocker};
-use crate::guard::slot::{Heartbeats, SlotGuard, finisher};
+use crate::guard::slot::{SlotGuard, finisher};
 use crate::guard::{Guard, GuardLevel};
 use crate::job::{self, Job};
 use crate::monitor::Monitor;
@@ -534,7 +535,7 @@ impl SchedulerBuilder {
             }));
         }
         if let Some(store) = &self.store {
-            let beats = Arc::new(Heartbeats::new(self.stale_after / 3));
+            let beats = Arc::new(Heartbeats::new(self.stale_after));
             let slot_guard = Arc::new(SlotGuard {
                 store: store.clone(),
                 owner: Arc::clone(&owner),

@@ -326,7 +326,7 @@ pub(super) fn spawn_heartbeats(rt: &Runtime, store: &Store, done: &CancellationT
         Arc::clone(&store.slots),
     );
     rt.upkeep
-        .spawn(async move { heartbeats.run(store, owner, done).await });
+        .spawn(async move { heartbeats.run(&*store, &owner, done).await });
 }
 
 #[cfg(test)]
