@@ -15,34 +15,32 @@
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use slotguard::store::held::{HeldLeases, warn_expired, warn_taken};
 use slotguard::store::renewal::{RenewedLeases, renew_until_dropped};
-use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
+use slotguard::store::{LockLease, LockStore, StaleLock, StoreError};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::redact_url;
 use crate::sql::{Statements, sql};
 use crate::{DEFAULT_SCHEMA, PgError, keys, micros};
 
-/// A lease this process holds.
+/// What is kept of a lease this process holds.
 struct Held {
     owner: String,
     token: i64,
-    lost: CancellationToken,
-    deadline: LeaseDeadline,
 }
 
 struct Inner {
     pool: PgPool,
     statements: Statements,
     ttl: Duration,
-    held: Mutex<HashMap<i64, Held>>,
+    held: HeldLeases<Held>,
 }
 
 /// Cluster-wide locks as leases in the library's schema, for processes behind a transaction-mode
@@ -162,7 +160,7 @@ impl PgLeaseLocksBuilder {
             pool,
             statements: Statements::new(&quoted, 0),
             ttl: self.ttl,
-            held: Mutex::new(HashMap::new()),
+            held: HeldLeases::default(),
         });
         tokio::spawn(renew_until_dropped(Arc::downgrade(&inner), "postgres"));
         Ok(PgLeaseLocks { inner })
@@ -183,18 +181,13 @@ impl PgLeaseLocks {
 
     /// The keys this process holds a lease on.
     pub fn held_keys(&self) -> Vec<i64> {
-        let mut keys: Vec<i64> = self.inner.held().keys().copied().collect();
+        let mut keys: Vec<i64> = self.inner.held.keys();
         keys.sort_unstable();
         keys
     }
 }
 
 impl Inner {
-    fn held(&self) -> MutexGuard<'_, HashMap<i64, Held>> {
-        // Every change of the map is whole before the guard is dropped.
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// `TAKE` in a transaction of its own: the keys taken, with their tokens.
     async fn take(&self, owner: &str, keys: &[i64]) -> Result<Vec<(i64, i64)>, PgError> {
         let mut tx = self.pool.begin().await?;
@@ -243,41 +236,29 @@ impl LockStore for PgLeaseLocks {
         let started = Instant::now();
         // Dropped after the commit, the leases taken are nobody's here: they expire by their TTL.
         let taken: HashMap<i64, i64> = self.inner.take(owner, keys).await?.into_iter().collect();
-        let mut held = self.inner.held();
+        let until = started + self.inner.ttl;
         Ok(keys
             .iter()
-            .map(|key| {
-                let token = *taken.get(key)?;
-                let lease = Held {
-                    owner: owner.to_owned(),
-                    token,
-                    lost: CancellationToken::new(),
-                    deadline: LeaseDeadline::new(started + self.inner.ttl),
-                };
-                let answer = LockLease {
-                    key: *key,
-                    lost: lease.lost.clone(),
+            .map(|&key| {
+                let token = *taken.get(&key)?;
+                let owner = owner.to_owned();
+                let (lost, deadline) = self.inner.held.hold(key, Held { owner, token }, until);
+                Some(LockLease {
+                    key,
+                    lost,
                     token: Some(token),
-                    deadline: Some(lease.deadline.clone()),
-                };
-                held.insert(*key, lease);
-                Some(answer)
+                    deadline: Some(deadline),
+                })
             })
             .collect())
     }
 
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
-        let tokens: Vec<i64> = {
-            let mut held = self.inner.held();
-            let mine: Vec<i64> = keys
-                .iter()
-                .copied()
-                .filter(|k| held.get(k).is_some_and(|h| h.owner == owner))
-                .collect();
-            mine.iter()
-                .filter_map(|k| held.remove(k).map(|h| h.token))
-                .collect()
-        };
+        let tokens: Vec<i64> = keys
+            .iter()
+            .filter_map(|&k| self.inner.held.release(k, |h| h.owner == owner))
+            .map(|h| h.token)
+            .collect();
         if tokens.is_empty() {
             return Ok(());
         }
@@ -315,45 +296,34 @@ impl RenewedLeases for Inner {
     }
 
     fn earliest_deadline(&self) -> Option<Instant> {
-        self.held().values().map(|h| h.deadline.at()).min()
+        self.held.earliest_deadline()
     }
 
     /// Renews every held lease in one statement; reports lost the ones found gone or another's.
     async fn renew(&self) -> Result<(), StoreError> {
-        let snapshot: Vec<(i64, i64)> = self.held().iter().map(|(&k, h)| (k, h.token)).collect();
+        let snapshot: Vec<(i64, i64)> = self.held.snapshot(|k, h| (k, h.token));
         if snapshot.is_empty() {
             return Ok(());
         }
         let tokens: Vec<i64> = snapshot.iter().map(|(_, t)| *t).collect();
         let started = Instant::now();
         let renewed = (self.on_tokens(&self.statements.lease_renew, &tokens, true)).await?;
-        let mut held = self.held();
         for (key, token) in snapshot {
             // Only the same lease: it may have been released or taken again meanwhile.
-            if held.get(&key).is_none_or(|h| h.token != token) {
-                continue;
-            }
-            if renewed.contains(&token) {
-                if let Some(lease) = held.get(&key) {
-                    lease.deadline.set(started + self.ttl);
-                }
-            } else if let Some(lease) = held.remove(&key) {
-                tracing::warn!(event = "job_ownership_lost", lock_key = key, owner = %lease.owner, token, "PostgreSQL lease lapsed and was taken by another owner, or deleted");
-                lease.lost.cancel();
-            }
+            let until = renewed.contains(&token).then_some(started + self.ttl);
+            self.held.settle(
+                key,
+                |h| h.token == token,
+                until,
+                |key, lease| warn_taken("PostgreSQL", key, &lease.owner, token),
+            );
         }
         Ok(())
     }
 
     fn expire_overdue(&self) {
-        let now = Instant::now();
-        self.held().retain(|&key, lease| {
-            if lease.deadline.at() > now {
-                return true;
-            }
-            tracing::warn!(event = "job_ownership_lost", lock_key = key, owner = %lease.owner, token = lease.token, "PostgreSQL lease could not be renewed before its TTL ran out");
-            lease.lost.cancel();
-            false
+        self.held.expire_overdue(|key, lease| {
+            warn_expired("PostgreSQL", key, &lease.owner, lease.token)
         });
     }
 }

@@ -54,17 +54,16 @@
 mod renew;
 mod scripts;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
+use std::sync::{Arc, Once, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use slotguard::store::held::HeldLeases;
 use slotguard::store::renewal::RenewedLeases as _;
-use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
+use slotguard::store::{LockLease, LockStore, StaleLock, StoreError};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use scripts::Scripts;
 
@@ -80,7 +79,7 @@ impl std::fmt::Debug for RedisLocks {
         f.debug_struct("RedisLocks")
             .field("prefix", &self.inner.prefix)
             .field("lease_ttl", &self.inner.ttl)
-            .field("held", &self.inner.held().len())
+            .field("held", &self.inner.held.len())
             .finish_non_exhaustive()
     }
 }
@@ -92,21 +91,18 @@ struct Inner {
     ttl: Duration,
     /// How long one round trip may take before it counts as Redis being unreachable.
     op_timeout: Duration,
-    held: Mutex<HashMap<i64, Held>>,
+    held: HeldLeases<Held>,
     renewer: Once,
 }
 
-/// A lease this process holds.
+/// What is kept of a lease this process holds. Its deadline (in [`HeldLeases`]) is when the lease
+/// expires at the latest, measured locally from before the round trip that last set its expiry:
+/// past it without a renewal, another may hold it.
 struct Held {
     owner: String,
     token: i64,
     /// The lock key's value: `<token> <request> <owner>`.
     value: String,
-    lost: CancellationToken,
-    /// When the lease expires at the latest, measured locally from before the round trip that last
-    /// set its expiry: past this without a renewal, another may hold it. Shared with the run that
-    /// holds the lease, whose `ctx.is_lost()` reads it.
-    deadline: LeaseDeadline,
 }
 
 impl RedisLocks {
@@ -137,7 +133,7 @@ impl RedisLocks {
                 prefix: "default".to_owned(),
                 ttl,
                 op_timeout,
-                held: Mutex::new(HashMap::new()),
+                held: HeldLeases::default(),
                 renewer: Once::new(),
             }),
         })
@@ -198,7 +194,7 @@ impl RedisLocks {
 
     /// How many leases this process holds.
     pub fn held(&self) -> usize {
-        self.inner.held().len()
+        self.inner.held.len()
     }
 }
 
@@ -208,10 +204,6 @@ fn op_timeout(ttl: Duration) -> Duration {
 }
 
 impl Inner {
-    fn held(&self) -> MutexGuard<'_, HashMap<i64, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn keys(&self, key: i64) -> (String, String) {
         let tag = format!("{{slotguard:{}:{key}}}", self.prefix);
         (format!("{tag}:lock"), format!("{tag}:fence"))
@@ -295,7 +287,6 @@ impl Inner {
         let answers = self.eval_many(&self.scripts.acquire, &calls).await?;
         // Answered: what was granted is known, and held below.
         pending.keys.clear();
-        let mut held = self.held();
         keys.iter()
             .zip(answers)
             .map(|(&key, answer)| {
@@ -303,19 +294,14 @@ impl Inner {
                     Value::Nil => return Ok(None),
                     other => parse_token(&other)?,
                 };
-                let lost = CancellationToken::new();
-                let deadline = LeaseDeadline::new(started + self.ttl);
                 let lease = Held {
                     owner: owner.to_owned(),
                     token,
                     value: format!("{token} {request} {owner}"),
-                    lost: lost.clone(),
-                    deadline: deadline.clone(),
                 };
-                if let Some(previous) = held.insert(key, lease) {
-                    // This process's own earlier lease on the key had lapsed and was taken again.
-                    previous.lost.cancel();
-                }
+                // An earlier lease of this process on the key had lapsed and was taken again: its
+                // holder is told it lost it.
+                let (lost, deadline) = self.held.hold(key, lease, started + self.ttl);
                 Ok(Some(LockLease {
                     key,
                     lost,
@@ -329,11 +315,8 @@ impl Inner {
     async fn unlock(&self, owner: &str, keys: &[i64]) -> Result<(), StoreError> {
         {
             // Forgotten first: a lease whose release fails is not renewed, and lapses.
-            let mut held = self.held();
-            for key in keys {
-                if held.get(key).is_some_and(|h| h.owner == owner) {
-                    held.remove(key);
-                }
+            for &key in keys {
+                self.held.release(key, |h| h.owner == owner);
             }
         }
         let calls: Vec<_> = keys

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use redis::Value;
+use slotguard::store::held::{warn_expired, warn_taken};
 use slotguard::store::renewal::RenewedLeases;
 use tokio::time::Instant;
 
@@ -17,16 +18,13 @@ impl RenewedLeases for Inner {
     }
 
     fn earliest_deadline(&self) -> Option<Instant> {
-        self.held().values().map(|h| h.deadline.at()).min()
+        self.held.earliest_deadline()
     }
 
     /// Renews every held lease in one round trip; reports lost the ones found gone or another's.
     async fn renew(&self) -> Result<(), slotguard::store::StoreError> {
-        let snapshot: Vec<(i64, i64, String)> = self
-            .held()
-            .iter()
-            .map(|(&key, h)| (key, h.token, h.value.clone()))
-            .collect();
+        let snapshot: Vec<(i64, i64, String)> =
+            self.held.snapshot(|key, h| (key, h.token, h.value.clone()));
         if snapshot.is_empty() {
             return Ok(());
         }
@@ -37,43 +35,21 @@ impl RenewedLeases for Inner {
             .collect();
         let started = Instant::now();
         let answers = self.eval_many(&self.scripts.renew, &calls).await?;
-        let mut held = self.held();
         for ((key, token, _), answer) in snapshot.into_iter().zip(answers) {
             // Only the same lease: it may have been released or taken again meanwhile.
-            let Some(lease) = held.get_mut(&key).filter(|h| h.token == token) else {
-                continue;
-            };
-            if matches!(answer, Value::Int(1)) {
-                lease.deadline.set(started + self.ttl);
-            } else if let Some(lease) = held.remove(&key) {
-                tracing::warn!(
-                    event = "job_ownership_lost",
-                    lock_key = key,
-                    owner = %lease.owner,
-                    token,
-                    "Redis lease lapsed and was taken by another owner, or deleted"
-                );
-                lease.lost.cancel();
-            }
+            let renewed = matches!(answer, Value::Int(1)).then_some(started + self.ttl);
+            self.held.settle(
+                key,
+                |h| h.token == token,
+                renewed,
+                |key, lease| warn_taken("Redis", key, &lease.owner, token),
+            );
         }
         Ok(())
     }
 
     fn expire_overdue(&self) {
-        let now = Instant::now();
-        self.held().retain(|&key, lease| {
-            if lease.deadline.at() > now {
-                return true;
-            }
-            tracing::warn!(
-                event = "job_ownership_lost",
-                lock_key = key,
-                owner = %lease.owner,
-                token = lease.token,
-                "Redis lease could not be renewed before its TTL ran out"
-            );
-            lease.lost.cancel();
-            false
-        });
+        self.held
+            .expire_overdue(|key, lease| warn_expired("Redis", key, &lease.owner, lease.token));
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use slotguard::store::{LeaseDeadline, LockLease, LockStore, StaleLock, StoreError};
+use slotguard::store::held::{warn_expired, warn_taken};
+use slotguard::store::{LockLease, LockStore, StaleLock, StoreError};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
@@ -46,14 +47,12 @@ const RENEW: &str = concat!(
     " + ?2 WHERE token IN (SELECT value FROM json_each(?1)) RETURNING token"
 );
 
-/// A lease this backend holds.
+/// What is kept of a lease this backend holds. Its deadline (in the backend's `HeldLeases`) is
+/// when it expires at the latest, measured locally from before the statement that last set its
+/// expiry: past it, with no successful renewal, it cannot be vouched for.
 pub(crate) struct Held {
     owner: String,
     token: i64,
-    lost: CancellationToken,
-    /// When the lease expires at the latest, measured locally from before the statement that last
-    /// set its expiry: past this, with no successful renewal, it cannot be vouched for.
-    deadline: LeaseDeadline,
 }
 
 impl Shared {
@@ -89,24 +88,16 @@ impl Shared {
         w.tx.commit().await.map_err(q)?;
         // Registered while still holding the writer slot, so a renewal or an unlock never sees the
         // row without its registration.
-        let mut leases = self.leases();
+        let until = started + self.lease_ttl;
         let answers = keys
             .iter()
             .zip(taken)
             .map(|(&key, token)| {
                 let token = token?;
-                let lost = CancellationToken::new();
-                let deadline = LeaseDeadline::new(started + self.lease_ttl);
-                let held = Held {
-                    owner: owner.to_owned(),
-                    token,
-                    lost: lost.clone(),
-                    deadline: deadline.clone(),
-                };
-                if let Some(previous) = leases.insert(key, held) {
-                    // This backend's own earlier lease on the key had lapsed, and was just taken over.
-                    previous.lost.cancel();
-                }
+                let owner = owner.to_owned();
+                // An earlier lease of this backend on the key had lapsed and was just taken over:
+                // its holder is told it lost it.
+                let (lost, deadline) = self.leases.hold(key, Held { owner, token }, until);
                 Some(LockLease {
                     key,
                     lost,
@@ -115,7 +106,6 @@ impl Shared {
                 })
             })
             .collect();
-        drop(leases);
         drop(w.writer);
         Ok(answers)
     }
@@ -130,11 +120,8 @@ impl Shared {
             .await
             .map_err(q)?;
         w.tx.commit().await.map_err(q)?;
-        let mut leases = self.leases();
-        for key in keys {
-            if leases.get(key).is_some_and(|held| held.owner == owner) {
-                leases.remove(key);
-            }
+        for &key in keys {
+            self.leases.release(key, |held| held.owner == owner);
         }
         Ok(())
     }
@@ -142,16 +129,12 @@ impl Shared {
     /// Renews every held lease; cancels the `lost` token of each one found gone or taken.
     async fn renew(&self) -> Result<(), SqliteError> {
         let q = |e| self.query_error(e);
-        if self.leases().is_empty() {
+        if self.leases.is_empty() {
             return Ok(());
         }
         let mut w = self.write().await?;
         // Under the writer slot: no try_lock or unlock can change the set while it is renewed.
-        let held: Vec<(i64, i64)> = self
-            .leases()
-            .iter()
-            .map(|(&key, held)| (key, held.token))
-            .collect();
+        let held: Vec<(i64, i64)> = self.leases.snapshot(|key, held| (key, held.token));
         let started = Instant::now();
         let renewed: Result<Vec<i64>, sqlx::Error> = match sqlx::query_scalar(RENEW)
             .bind(json_array(held.iter().map(|&(_, token)| token)))
@@ -162,43 +145,23 @@ impl Shared {
             Ok(renewed) => w.tx.commit().await.map(|()| renewed),
             Err(e) => Err(e),
         };
-        let mut leases = self.leases();
         match renewed {
             Ok(renewed) => {
                 for (key, token) in held {
-                    if renewed.contains(&token) {
-                        if let Some(lease) = leases.get_mut(&key) {
-                            lease.deadline.set(started + self.lease_ttl);
-                        }
-                    } else if let Some(lease) = leases.remove(&key) {
-                        tracing::warn!(
-                            event = "job_ownership_lost",
-                            lock_key = key,
-                            owner = %lease.owner,
-                            token,
-                            "lease lock lapsed and was taken by another owner, or deleted"
-                        );
-                        lease.lost.cancel();
-                    }
+                    let until = renewed.contains(&token).then_some(started + self.lease_ttl);
+                    self.leases.settle(
+                        key,
+                        |h| h.token == token,
+                        until,
+                        |key, lease| warn_taken("SQLite", key, &lease.owner, token),
+                    );
                 }
                 Ok(())
             }
             Err(e) => {
                 // Not renewed, and perhaps not for a while: a lease past its TTL may have been taken.
-                let now = Instant::now();
-                leases.retain(|&key, lease| {
-                    if lease.deadline.at() > now {
-                        return true;
-                    }
-                    tracing::warn!(
-                        event = "job_ownership_lost",
-                        lock_key = key,
-                        owner = %lease.owner,
-                        token = lease.token,
-                        "lease lock could not be renewed before its TTL ran out"
-                    );
-                    lease.lost.cancel();
-                    false
+                self.leases.expire_overdue(|key, lease| {
+                    warn_expired("SQLite", key, &lease.owner, lease.token)
                 });
                 Err(q(e))
             }
@@ -209,7 +172,8 @@ impl Shared {
     pub(crate) async fn release_all(&self) -> Result<(), SqliteError> {
         let q = |e| self.query_error(e);
         let mut w = self.write().await?;
-        let tokens: Vec<i64> = self.leases().values().map(|held| held.token).collect();
+        let held: Vec<(i64, i64)> = self.leases.snapshot(|key, held| (key, held.token));
+        let tokens: Vec<i64> = held.iter().map(|&(_, token)| token).collect();
         if tokens.is_empty() {
             return Ok(());
         }
@@ -219,7 +183,9 @@ impl Shared {
             .await
             .map_err(q)?;
         w.tx.commit().await.map_err(q)?;
-        self.leases().clear();
+        for (key, token) in held {
+            self.leases.release(key, |h| h.token == token);
+        }
         Ok(())
     }
 }

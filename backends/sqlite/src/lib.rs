@@ -86,13 +86,13 @@
 //! outcome whatever the lock did.
 #![forbid(unsafe_code)]
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use slotguard::store::Backend;
+use slotguard::store::held::HeldLeases;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -171,7 +171,7 @@ pub(crate) struct Shared {
     /// One writer per process at a time; other processes queue on SQLite's own write lock.
     writer: tokio::sync::Mutex<()>,
     /// The leases this backend holds, by key.
-    leases: Mutex<HashMap<i64, lease::Held>>,
+    leases: HeldLeases<lease::Held>,
     lease_ttl: Duration,
 }
 
@@ -207,12 +207,6 @@ impl Shared {
             path: self.path.clone(),
             source,
         }
-    }
-
-    fn leases(&self) -> MutexGuard<'_, HashMap<i64, lease::Held>> {
-        // Every update of the map is a single insert or remove, so a panic elsewhere cannot leave it
-        // half-written.
-        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -398,7 +392,7 @@ impl SqliteBackendBuilder {
             pool,
             path,
             writer: tokio::sync::Mutex::new(()),
-            leases: Mutex::default(),
+            leases: HeldLeases::default(),
             lease_ttl: self.lease_ttl,
         });
         let stop = CancellationToken::new();

@@ -8,29 +8,19 @@
 //! told it lost the run, whether or not the store has said so yet; and a claim answered after it
 //! (held up in the network while another process took the slot's job over) never starts a body.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::store::held::HeldLeases;
 use crate::store::{LeaseDeadline, SlotStore};
 
-/// One attempt this process holds.
-struct Held {
-    /// Cancelled when the attempt is lost: refused by the store, or past `deadline`.
-    lost: CancellationToken,
-    /// Until when it is trusted without another confirmed heartbeat; shared with its permit, so
-    /// that `ctx.is_lost()` turns true at it even before this task has run.
-    deadline: LeaseDeadline,
-}
-
-/// The running attempts of this process, refreshed together: one store call per interval, whatever
-/// their number, and none at all while nothing runs.
+/// The running attempts of this process, by fencing token, refreshed together: one store call per
+/// interval, whatever their number, and none at all while nothing runs.
 pub(crate) struct Heartbeats {
-    active: Mutex<HashMap<i64, Held>>,
+    held: HeldLeases<()>,
     wake: Notify,
     /// How often the held attempts are refreshed: a third of the stale threshold.
     pub(crate) interval: Duration,
@@ -44,88 +34,67 @@ impl Heartbeats {
     pub(crate) fn new(stale_after: Duration) -> Self {
         let interval = stale_after / 3;
         Heartbeats {
-            active: Mutex::default(),
+            held: HeldLeases::default(),
             wake: Notify::new(),
             interval,
             trusted_for: stale_after.saturating_sub(interval / 4),
         }
     }
 
-    fn held(&self) -> MutexGuard<'_, HashMap<i64, Held>> {
-        self.active.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Holds the attempt of `token`, whose claim was sent at `sent`; answers the token that tells
     /// its body it lost the run (already cancelled when the claim was answered too late to trust),
     /// and the deadline it is trusted until.
     pub(crate) fn add(&self, token: i64, sent: Instant) -> (CancellationToken, LeaseDeadline) {
-        let lost = CancellationToken::new();
-        let deadline = LeaseDeadline::new(sent + self.trusted_for);
-        if deadline.has_passed() {
+        let deadline = sent + self.trusted_for;
+        if deadline <= Instant::now() {
             tracing::warn!(
                 event = "job_ownership_lost",
                 token,
                 waited_ms = sent.elapsed().as_millis() as u64,
                 "the claim was answered after the stale threshold could have passed; another process may hold the run, so it does not start here"
             );
+            let lost = CancellationToken::new();
             lost.cancel();
-            return (lost, deadline);
+            return (lost, LeaseDeadline::new(deadline));
         }
-        let held = Held {
-            lost: lost.clone(),
-            deadline: deadline.clone(),
-        };
-        self.held().insert(token, held);
+        let answer = self.held.hold(token, (), deadline);
         self.wake.notify_one();
-        (lost, deadline)
+        answer
     }
 
     /// Stops refreshing the attempt of `token`: its outcome is written, or it was dropped.
     pub(crate) fn remove(&self, token: i64) {
-        self.held().remove(&token);
-    }
-
-    fn tokens(&self) -> Vec<i64> {
-        self.held().keys().copied().collect()
-    }
-
-    fn earliest_deadline(&self) -> Option<Instant> {
-        self.held().values().map(|h| h.deadline.at()).min()
+        self.held.release(token, |()| true);
     }
 
     /// Trusts the attempts the store confirmed (`held`) from `sent` on; tells the others of
     /// `tokens` that they lost the run.
     fn confirm(&self, tokens: &[i64], held: &[i64], sent: Instant) {
-        let mut active = self.held();
-        for token in tokens {
-            if held.contains(token) {
-                if let Some(h) = active.get(token) {
-                    h.deadline.set(h.deadline.at().max(sent + self.trusted_for));
-                }
-            } else if let Some(h) = active.remove(token) {
-                tracing::warn!(
-                    event = "job_ownership_lost",
-                    token,
-                    "heartbeat refused: the attempt was taken over; telling the job to stop"
-                );
-                h.lost.cancel();
-            }
+        for &token in tokens {
+            let until = held.contains(&token).then_some(sent + self.trusted_for);
+            self.held.settle(
+                token,
+                |()| true,
+                until,
+                |token, ()| {
+                    tracing::warn!(
+                        event = "job_ownership_lost",
+                        token,
+                        "heartbeat refused: the attempt was taken over; telling the job to stop"
+                    );
+                },
+            );
         }
     }
 
     /// Tells every attempt past its deadline that it lost the run.
     fn expire_overdue(&self) {
-        self.held().retain(|token, h| {
-            if !h.deadline.has_passed() {
-                return true;
-            }
+        self.held.expire_overdue(|token, ()| {
             tracing::warn!(
                 event = "job_ownership_lost",
                 token,
                 "no heartbeat confirmed within the stale threshold; another process may take the run over, so the job is told to stop"
             );
-            h.lost.cancel();
-            false
         });
     }
 
@@ -134,7 +103,7 @@ impl Heartbeats {
     pub(crate) async fn run(&self, store: &dyn SlotStore, owner: &str, done: CancellationToken) {
         let mut next = Instant::now() + self.interval;
         loop {
-            let Some(deadline) = self.earliest_deadline() else {
+            let Some(deadline) = self.held.earliest_deadline() else {
                 tokio::select! {
                     () = self.wake.notified() => next = Instant::now() + self.interval,
                     () = done.cancelled() => return,
@@ -158,8 +127,8 @@ impl Heartbeats {
     /// One heartbeat of every held attempt; given up at the earliest deadline, since one that
     /// hangs past it must not delay telling that attempt's body.
     async fn beat(&self, store: &dyn SlotStore, owner: &str, done: &CancellationToken) {
-        let tokens = self.tokens();
-        let Some(overdue) = self.earliest_deadline() else {
+        let tokens = self.held.keys();
+        let Some(overdue) = self.held.earliest_deadline() else {
             return;
         };
         let sent = Instant::now();

@@ -26,6 +26,7 @@ pub mod admin;
 pub mod calendars;
 mod capabilities;
 mod deadline;
+pub mod held;
 pub mod memory;
 mod queue;
 pub mod renewal;
