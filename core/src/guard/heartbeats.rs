@@ -21,7 +21,10 @@ use crate::store::{LeaseDeadline, SlotStore};
 /// interval, whatever their number, and none at all while nothing runs.
 pub(crate) struct Heartbeats {
     held: HeldLeases<()>,
+    /// Wakes the heartbeats when the first attempt is held.
     wake: Notify,
+    /// Wakes the deadline watch when an attempt is held.
+    changed: Notify,
     /// How often the held attempts are refreshed: a third of the stale threshold.
     pub(crate) interval: Duration,
     /// How long a confirmed claim or heartbeat is trusted, from its sending: the stale threshold
@@ -36,6 +39,7 @@ impl Heartbeats {
         Heartbeats {
             held: HeldLeases::default(),
             wake: Notify::new(),
+            changed: Notify::new(),
             interval,
             trusted_for: stale_after.saturating_sub(interval / 4),
         }
@@ -59,6 +63,7 @@ impl Heartbeats {
         }
         let answer = self.held.hold(token, (), deadline);
         self.wake.notify_one();
+        self.changed.notify_one();
         answer
     }
 
@@ -99,46 +104,61 @@ impl Heartbeats {
     }
 
     /// Refreshes every held attempt each interval, and tells each attempt its loss at its deadline,
-    /// until `done` is cancelled; sleeps without waking while no attempt is held.
+    /// until `done` is cancelled; sleeps without waking while no attempt is held. The two go side
+    /// by side: a heartbeat that hangs never delays telling an attempt, and is never dropped in
+    /// flight (its answer, however late, still vouches for the attempts from its sending).
     pub(crate) async fn run(&self, store: &dyn SlotStore, owner: &str, done: CancellationToken) {
+        tokio::join!(self.beat(store, owner, &done), self.expire(&done));
+    }
+
+    /// One heartbeat of every held attempt each interval, counted from the sending, so a slow
+    /// answer does not stretch the cadence.
+    async fn beat(&self, store: &dyn SlotStore, owner: &str, done: &CancellationToken) {
         let mut next = Instant::now() + self.interval;
         loop {
-            let Some(deadline) = self.held.earliest_deadline() else {
+            if self.held.is_empty() {
                 tokio::select! {
                     () = self.wake.notified() => next = Instant::now() + self.interval,
                     () = done.cancelled() => return,
                 }
                 continue;
-            };
+            }
             tokio::select! {
-                () = tokio::time::sleep_until(deadline.min(next)) => {}
-                () = self.wake.notified() => continue,
+                () = tokio::time::sleep_until(next) => {}
                 () = done.cancelled() => return,
             }
-            if Instant::now() >= next {
-                // The cadence counts from the sending, so a slow answer does not stretch it.
-                next = Instant::now() + self.interval;
-                self.beat(store, owner, &done).await;
+            let tokens = self.held.keys();
+            let sent = Instant::now();
+            next = sent + self.interval;
+            if tokens.is_empty() {
+                continue;
             }
-            self.expire_overdue();
+            tokio::select! {
+                answer = store.heartbeat(owner, &tokens) => match answer {
+                    Ok(held) => self.confirm(&tokens, &held, sent),
+                    Err(e) => tracing::warn!(error = %e, "heartbeat failed; will retry next interval"),
+                },
+                () = done.cancelled() => return,
+            }
         }
     }
 
-    /// One heartbeat of every held attempt; given up at the earliest deadline, since one that
-    /// hangs past it must not delay telling that attempt's body.
-    async fn beat(&self, store: &dyn SlotStore, owner: &str, done: &CancellationToken) {
-        let tokens = self.held.keys();
-        let Some(overdue) = self.held.earliest_deadline() else {
-            return;
-        };
-        let sent = Instant::now();
-        tokio::select! {
-            answer = store.heartbeat(owner, &tokens) => match answer {
-                Ok(held) => self.confirm(&tokens, &held, sent),
-                Err(e) => tracing::warn!(error = %e, "heartbeat failed; will retry next interval"),
-            },
-            () = tokio::time::sleep_until(overdue) => {}
-            () = done.cancelled() => {}
+    /// Tells each attempt at its deadline that it lost the run.
+    async fn expire(&self, done: &CancellationToken) {
+        loop {
+            let changed = self.changed.notified();
+            match self.held.earliest_deadline() {
+                Some(deadline) => tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => {}
+                    () = changed => continue,
+                    () = done.cancelled() => return,
+                },
+                None => tokio::select! {
+                    () = changed => continue,
+                    () = done.cancelled() => return,
+                },
+            }
+            self.expire_overdue();
         }
     }
 }
