@@ -236,9 +236,9 @@ impl JobContext {
     ///   it, or a `replace` slot superseded it; or when no heartbeat was confirmed for the stale
     ///   threshold (less a quarter of a heartbeat interval) since the sending of the last one, by
     ///   this process's clock, so that the body stops before another process may take the run
-    ///   over (its heartbeats hang in a network that holds them up). Losing only the lock's database session is **not**
-    ///   a loss at this level: the row is still this attempt's, the run goes on and the lock is
-    ///   taken again on a fresh session;
+    ///   over (its heartbeats hang in a network that holds them up). Losing only the lock's
+    ///   database session is **not** a loss at this level: the row is still this attempt's, the
+    ///   run goes on and the lock is taken again on a fresh session;
     /// - at the `lock` level (no row to judge by), when the lock's session died or its lease
     ///   expired: another process may hold the lock now.
     ///
@@ -249,9 +249,9 @@ impl JobContext {
     }
 
     /// Whether this run lost its ownership. At the `slot` level, and at the `lock` level on a
-    /// lease store (Redis, `PgLeaseLocks`), this is also true once the deadline has passed unrenewed, before the renewal task has run to
-    /// say so (a process frozen past the deadline and woken again): check it right before a side
-    /// effect.
+    /// lease store (Redis, `PgLeaseLocks`), this is also true once the deadline has passed
+    /// unrenewed, before the renewal task has run to say so (a process frozen past the deadline
+    /// and woken again): check it right before a side effect.
     pub fn is_lost(&self) -> bool {
         self.lost.is_cancelled() || self.lease_lapsed()
     }
