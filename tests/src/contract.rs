@@ -8,7 +8,9 @@
 /// file), awaits `check(&store)` and closes it. The attributes before it go on every test (e.g.
 /// `#[tokio::test(start_paused = true)]`). `slots` runs the slot checks and the lock checks, with
 /// `stale` the staleness threshold the slot checks use (real time against a database, whose clock
-/// judges it; paused time for memory); `locks` runs the lock checks only, for a lock store.
+/// judges it; paused time for memory); `slot_rows` the slot checks only, for a store whose locks
+/// are kept elsewhere (PostgreSQL through a transaction pooler); `locks` runs the lock checks only,
+/// for a lock store.
 ///
 /// ```ignore
 /// async fn with_backend(check: impl AsyncFnOnce(&SqliteBackend)) {
@@ -21,6 +23,10 @@
 #[macro_export]
 macro_rules! contract {
     (slots, $(#[$attr:meta])* with = $with:path, stale = $stale:expr $(,)?) => {
+        $crate::contract!(slot_rows, $(#[$attr])* with = $with, stale = $stale);
+        $crate::contract!(locks, $(#[$attr])* with = $with);
+    };
+    (slot_rows, $(#[$attr:meta])* with = $with:path, stale = $stale:expr $(,)?) => {
         $crate::contract!(@checks [$(#[$attr])*] $with, $stale;
             claims_are_exclusive(),
             writes_are_fenced(stale),
@@ -37,7 +43,6 @@ macro_rules! contract {
             slots_are_queued_once(),
             due_work_keeps_its_limits(),
         );
-        $crate::contract!(locks, $(#[$attr])* with = $with);
     };
     (locks, $(#[$attr:meta])* with = $with:path $(,)?) => {
         $crate::contract!(@checks [$(#[$attr])*] $with, ();

@@ -55,24 +55,28 @@ impl PgBackend {
     /// The status of the run with `key`, if one exists (a statement of its own, so that it sees
     /// what concurrent changes committed).
     async fn run_status(&self, key: &SlotKey) -> Result<Option<RunStatus>, PgError> {
-        let status: Option<String> = sqlx::query_scalar(sql(&self.inner.statements.run_status))
-            .bind(&key.job)
-            .bind(key.scheduled_at)
-            .bind(&key.partition)
-            .fetch_optional(&self.inner.pool)
+        let status: Option<String> = self
+            .fetch_optional(
+                sqlx::query_scalar(sql(&self.inner.statements.run_status))
+                    .bind(&key.job)
+                    .bind(key.scheduled_at)
+                    .bind(&key.partition),
+            )
             .await?;
         status.as_deref().map(inspect::parse_status).transpose()
     }
 
     async fn try_retry(&self, key: &SlotKey, audit: &AuditEntry) -> Result<Option<i64>, PgError> {
-        Ok(sqlx::query_scalar(sql(&self.inner.statements.retry))
-            .bind(&key.job)
-            .bind(key.scheduled_at)
-            .bind(&key.partition)
-            .bind(&audit.action)
-            .bind(&audit.actor)
-            .bind(&audit.reason)
-            .fetch_optional(&self.inner.pool)
+        Ok(self
+            .fetch_optional(
+                sqlx::query_scalar(sql(&self.inner.statements.retry))
+                    .bind(&key.job)
+                    .bind(key.scheduled_at)
+                    .bind(&key.partition)
+                    .bind(&audit.action)
+                    .bind(&audit.actor)
+                    .bind(&audit.reason),
+            )
             .await?)
     }
 
@@ -80,8 +84,10 @@ impl PgBackend {
     async fn try_cancel(&self, key: &SlotKey, audit: &AuditEntry) -> Result<Option<i64>, PgError> {
         let st = &self.inner.statements;
         let message = format!("cancelled by {}: {}", audit.actor, audit.reason);
-        let mut tx = self.inner.pool.begin().await?;
+        let p = self.prepared();
+        let mut tx = self.begin().await?;
         let run_id: Option<i64> = sqlx::query_scalar(sql(&st.cancel_run))
+            .persistent(p)
             .bind(&key.job)
             .bind(key.scheduled_at)
             .bind(&key.partition)
@@ -93,6 +99,7 @@ impl PgBackend {
             return Ok(None);
         };
         sqlx::query(sql(&st.cancel_attempt))
+            .persistent(p)
             .bind(run_id)
             .bind(&message)
             .bind(&key.job)
@@ -140,23 +147,24 @@ impl AdminStore for PgBackend {
                     .map(slotguard::CalendarDefinition::to_stored)
             })
             .collect();
-        sqlx::query(sql(&self.inner.statements.register_jobs))
-            .bind(&names)
-            .bind(&crons)
-            .bind(&zones)
-            .bind(&dsts)
-            .bind(&guards)
-            .bind(&fingerprints)
-            .bind(&calendars)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
+        self.execute(
+            sqlx::query(sql(&self.inner.statements.register_jobs))
+                .bind(&names)
+                .bind(&crons)
+                .bind(&zones)
+                .bind(&dsts)
+                .bind(&guards)
+                .bind(&fingerprints)
+                .bind(&calendars),
+        )
+        .await
+        .map_err(PgError::from)?;
         Ok(())
     }
 
     async fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        let rows = sqlx::query(sql(&self.inner.statements.jobs))
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(sqlx::query(sql(&self.inner.statements.jobs)))
             .await
             .map_err(PgError::from)?;
         rows.iter()
@@ -172,13 +180,15 @@ impl AdminStore for PgBackend {
         paused: bool,
         audit: &AuditEntry,
     ) -> Result<bool, StoreError> {
-        let changed: i64 = sqlx::query_scalar(sql(&self.inner.statements.set_paused))
-            .bind(job)
-            .bind(paused)
-            .bind(&audit.action)
-            .bind(&audit.actor)
-            .bind(&audit.reason)
-            .fetch_one(&self.inner.pool)
+        let changed: i64 = self
+            .fetch_one(
+                sqlx::query_scalar(sql(&self.inner.statements.set_paused))
+                    .bind(job)
+                    .bind(paused)
+                    .bind(&audit.action)
+                    .bind(&audit.actor)
+                    .bind(&audit.reason),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(changed > 0)
@@ -192,12 +202,15 @@ impl AdminStore for PgBackend {
         // The statement leaves out the filters that are NULL (`$1 IS NULL OR …`); a cached generic
         // plan can use no index for them and reads every row (300 ms at a million runs). Planned
         // with the filter's values, it uses the index of the filters given.
-        let mut tx = self.inner.pool.begin().await.map_err(PgError::from)?;
+        let p = self.prepared();
+        let mut tx = self.begin().await.map_err(PgError::from)?;
         sqlx::query("SET LOCAL plan_cache_mode = force_custom_plan")
+            .persistent(p)
             .execute(&mut *tx)
             .await
             .map_err(PgError::from)?;
         let rows = sqlx::query(sql(&self.inner.statements.list_runs))
+            .persistent(p)
             .bind(filter.job.as_deref())
             .bind(filter.status.map(RunStatus::as_str))
             .bind(filter.partition.as_deref())
@@ -213,12 +226,10 @@ impl AdminStore for PgBackend {
 
     /// One statement for every job (an index probe each).
     async fn run_counts(&self, failed_since: DateTime<Utc>) -> Result<Vec<RunCounts>, StoreError> {
-        let rows: Vec<(String, i64, i64, i64)> =
-            sqlx::query_as(sql(&self.inner.statements.run_counts))
-                .bind(failed_since)
-                .fetch_all(&self.inner.pool)
-                .await
-                .map_err(PgError::from)?;
+        let rows: Vec<(String, i64, i64, i64)> = self
+            .fetch_all(sqlx::query_as(sql(&self.inner.statements.run_counts)).bind(failed_since))
+            .await
+            .map_err(PgError::from)?;
         Ok(rows
             .into_iter()
             .map(|(job, running, queued, failed)| {
@@ -231,9 +242,8 @@ impl AdminStore for PgBackend {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(sql(&self.inner.statements.latest_runs))
-            .bind(jobs)
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(sqlx::query(sql(&self.inner.statements.latest_runs)).bind(jobs))
             .await
             .map_err(PgError::from)?;
         let mut newest: std::collections::HashMap<String, RunRecord> = inspect::fold_runs(rows)?
@@ -249,11 +259,13 @@ impl AdminStore for PgBackend {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<DateTime<Utc>>, StoreError> {
-        let times: Vec<DateTime<Utc>> = sqlx::query_scalar(sql(&self.inner.statements.slot_times))
-            .bind(job)
-            .bind(ceil_us(from))
-            .bind(ceil_us(to))
-            .fetch_all(&self.inner.pool)
+        let times: Vec<DateTime<Utc>> = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.slot_times))
+                    .bind(job)
+                    .bind(ceil_us(from))
+                    .bind(ceil_us(to)),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(times)
@@ -269,14 +281,15 @@ impl AdminStore for PgBackend {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut times: Vec<Vec<DateTime<Utc>>> =
-            sqlx::query_scalar(sql(&self.inner.statements.slot_times_of))
-                .bind(jobs)
-                .bind(ceil_us(from))
-                .bind(ceil_us(to))
-                .fetch_all(&self.inner.pool)
-                .await
-                .map_err(PgError::from)?;
+        let mut times: Vec<Vec<DateTime<Utc>>> = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.slot_times_of))
+                    .bind(jobs)
+                    .bind(ceil_us(from))
+                    .bind(ceil_us(to)),
+            )
+            .await
+            .map_err(PgError::from)?;
         for job in &mut times {
             job.dedup();
         }
@@ -291,12 +304,10 @@ impl AdminStore for PgBackend {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let latest: Vec<Option<DateTime<Utc>>> =
-            sqlx::query_scalar(sql(&self.inner.statements.latest_slots))
-                .bind(jobs)
-                .fetch_all(&self.inner.pool)
-                .await
-                .map_err(PgError::from)?;
+        let latest: Vec<Option<DateTime<Utc>>> = self
+            .fetch_all(sqlx::query_scalar(sql(&self.inner.statements.latest_slots)).bind(jobs))
+            .await
+            .map_err(PgError::from)?;
         answered_for(jobs, latest, "latest_slots")
     }
 
@@ -337,9 +348,8 @@ impl AdminStore for PgBackend {
             .bind(&audit.action)
             .bind(&audit.actor)
             .bind(&audit.reason);
-        let rows = cols
-            .bind_calendars(query)
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(cols.bind_calendars(query))
             .await
             .map_err(PgError::from)?;
         if rows.len() != runs.len() {
@@ -390,11 +400,13 @@ impl AdminStore for PgBackend {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(sql(&self.inner.statements.audit_log))
-            .bind(job)
-            .bind(capped(limit))
-            .bind(before)
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(
+                sqlx::query(sql(&self.inner.statements.audit_log))
+                    .bind(job)
+                    .bind(capped(limit))
+                    .bind(before),
+            )
             .await
             .map_err(PgError::from)?;
         rows.iter()

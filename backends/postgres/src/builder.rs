@@ -26,6 +26,7 @@ pub struct PgBackendBuilder {
     connect_timeout: Duration,
     liveness_interval: Duration,
     liveness_timeout: Option<Duration>,
+    pooler: bool,
 }
 
 impl fmt::Debug for PgBackendBuilder {
@@ -37,6 +38,7 @@ impl fmt::Debug for PgBackendBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("liveness_interval", &self.liveness_interval)
             .field("liveness_timeout", &self.liveness_timeout)
+            .field("transaction_pooler", &self.pooler)
             .finish()
     }
 }
@@ -79,6 +81,26 @@ impl PgBackendBuilder {
         self
     }
 
+    /// Whether the URL reaches PostgreSQL through a transaction-mode pooler (PgBouncer
+    /// `pool_mode = transaction`, and the managed poolers built like it); default `false`.
+    ///
+    /// Through one, every statement runs unprepared in a transaction of its own, so that the
+    /// pooler keeps it on one server session (a round trip more per statement), and the backend
+    /// keeps no session of its own:
+    /// - no `LISTEN`: workers poll the queue every 100 ms;
+    /// - no presence key: the runs of a killed process wait out their stale threshold instead of
+    ///   being taken over at once;
+    /// - no session advisory locks: a job at the `lock` level is refused
+    ///   ([`PgError::SessionLocksThroughPooler`]); give the store lease rows for it
+    ///   ([`PgLeaseLocks`](crate::PgLeaseLocks)).
+    ///
+    /// Migrations run through it (one transaction under a transaction-level lock). See
+    /// docs/poolers.md.
+    pub fn transaction_pooler(mut self, through: bool) -> Self {
+        self.pooler = through;
+        self
+    }
+
     /// Connects, migrates the schema, and starts the lock liveness check.
     ///
     /// # Errors
@@ -104,6 +126,9 @@ impl PgBackendBuilder {
             .unwrap_or("slotguard")
             .to_owned();
         options = options.application_name(&app);
+        if self.pooler {
+            options = options.statement_cache_capacity(0);
+        }
         let lock_options = options
             .clone()
             .application_name(&format!("{app} (slotguard locks)"));
@@ -120,7 +145,7 @@ impl PgBackendBuilder {
                 .await
                 .map_err(|_| connect_err(locks::timed_out("connecting")))?
                 .map_err(connect_err)?;
-        let applied = migrate::run(&mut conn, &self.schema, &quoted)
+        let applied = migrate::run(&mut conn, &self.schema, &quoted, !self.pooler)
             .await
             .map_err(|f| PgError::Migrate {
                 url: url.clone(),
@@ -136,6 +161,16 @@ impl PgBackendBuilder {
 
         let watch = Arc::new(failover::Watch::default());
         let pool = self.pool(&options, &watch, &quoted);
+        let key = (!self.pooler).then(presence::random_key);
+        let statements = Statements::new(&quoted, key);
+        let presence = key.map(|key| {
+            Arc::new(Presence::new(
+                key,
+                presence_options,
+                self.connect_timeout,
+                Arc::clone(&statements.expire_gone),
+            ))
+        });
         let locks = Locks::new(LockConfig {
             options: lock_options,
             url: url.clone(),
@@ -147,14 +182,6 @@ impl PgBackendBuilder {
         });
         let stop = CancellationToken::new();
         locks.spawn_liveness(stop.clone());
-        let key = presence::random_key();
-        let statements = Statements::new(&quoted, key);
-        let presence = Arc::new(Presence::new(
-            key,
-            presence_options,
-            self.connect_timeout,
-            Arc::clone(&statements.expire_gone),
-        ));
         Ok(PgBackend {
             inner: Arc::new(Inner {
                 pool,
@@ -166,6 +193,7 @@ impl PgBackendBuilder {
                 stop,
                 queue: queue::Signal::default(),
                 watch,
+                pooler: self.pooler,
             }),
         })
     }
@@ -190,13 +218,14 @@ impl PgBackendBuilder {
             .clone()
             .options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")]);
         let (watch, schema): (_, Arc<str>) = (Arc::clone(watch), Arc::from(quoted));
+        let prepared = !self.pooler;
         PgPoolOptions::new()
             .max_connections(self.pool_size)
             .acquire_timeout(self.connect_timeout)
             .after_connect(move |conn, _| {
                 let (watch, schema) = (Arc::clone(&watch), Arc::clone(&schema));
                 Box::pin(async move {
-                    watch.on_connect(conn, &schema).await;
+                    watch.on_connect(conn, &schema, prepared).await;
                     Ok(())
                 })
             })
@@ -224,6 +253,7 @@ impl PgBackend {
             connect_timeout: Duration::from_secs(10),
             liveness_interval: Duration::from_secs(5),
             liveness_timeout: None,
+            pooler: false,
         }
     }
 }

@@ -49,6 +49,7 @@ impl PgBackend {
     ) -> Result<CalendarOverride, PgError> {
         let mut tx = self.schedules_tx(false).await?;
         let row = sqlx::query(sql(&self.inner.statements.last_override))
+            .persistent(self.prepared())
             .fetch_one(&mut *tx)
             .await?;
         let now: DateTime<Utc> = row.try_get("now")?;
@@ -62,6 +63,7 @@ impl PgBackend {
             seq: 0,
         };
         written.seq = sqlx::query_scalar(sql(&self.inner.statements.insert_override))
+            .persistent(self.prepared())
             .bind(&spec.calendar)
             .bind(spec.date)
             .bind(spec.kind.as_str())
@@ -85,9 +87,11 @@ impl PgBackend {
     ) -> Result<OverrideChanges, PgError> {
         let mut tx = self.schedules_tx(true).await?;
         let fresh_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .persistent(self.prepared())
             .fetch_one(&mut *tx)
             .await?;
         let rows = sqlx::query(sql(&self.inner.statements.override_changes))
+            .persistent(self.prepared())
             .bind(after)
             .bind(i64::try_from(n).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)

@@ -28,7 +28,7 @@ impl PgBackend {
             return Ok(Vec::new());
         }
         if !queue {
-            self.inner.presence.ensure(&self.inner.stop);
+            self.hold_presence();
         }
         let n = requests.len();
         let cols = RequestColumns::new(requests);
@@ -77,7 +77,7 @@ impl PgBackend {
         if specs.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        self.inner.presence.ensure(&self.inner.stop);
+        self.hold_presence();
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
         // A cluster-wide limit counts the job's running runs: its claimers take turns too.
         let exclusive: Vec<&str> = specs
@@ -146,11 +146,13 @@ impl PgBackend {
         query: PgQuery<'q>,
     ) -> Result<Vec<PgRow>, PgError> {
         if jobs.is_empty() {
-            return Ok(query.fetch_all(&self.inner.pool).await?);
+            return Ok(self.fetch_all(query).await?);
         }
-        let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(LOCK_JOBS).bind(jobs).execute(&mut *tx).await?;
-        let rows = query.fetch_all(&mut *tx).await?;
+        let p = self.prepared();
+        let mut tx = self.begin().await?;
+        let lock = sqlx::query(LOCK_JOBS).persistent(p).bind(jobs);
+        lock.execute(&mut *tx).await?;
+        let rows = query.persistent(p).fetch_all(&mut *tx).await?;
         tx.commit().await?;
         Ok(rows)
     }
@@ -168,8 +170,7 @@ impl PgBackend {
         let query = cols
             .bind(sqlx::query(sql(&self.inner.statements.record_skipped)).bind(reason))
             .bind(max_early_us());
-        cols.bind_calendars(query)
-            .execute(&self.inner.pool)
+        self.execute(cols.bind_calendars(query))
             .await
             .map_err(PgError::from)?;
         Ok(())
@@ -183,10 +184,12 @@ impl PgBackend {
         decide: PgQuery<'q>,
         claim: PgQuery<'q>,
     ) -> Result<(Vec<PgRow>, Vec<PgRow>), PgError> {
-        let mut tx = self.inner.pool.begin().await?;
-        sqlx::query(LOCK_JOBS).bind(jobs).execute(&mut *tx).await?;
-        let decided = decide.fetch_all(&mut *tx).await?;
-        let claimed = claim.fetch_all(&mut *tx).await?;
+        let p = self.prepared();
+        let mut tx = self.begin().await?;
+        let lock = sqlx::query(LOCK_JOBS).persistent(p).bind(jobs);
+        lock.execute(&mut *tx).await?;
+        let decided = decide.persistent(p).fetch_all(&mut *tx).await?;
+        let claimed = claim.persistent(p).fetch_all(&mut *tx).await?;
         tx.commit().await?;
         Ok((decided, claimed))
     }

@@ -74,6 +74,16 @@ pub enum PgError {
         second: i32,
     },
 
+    /// The backend was told it reaches the database through a transaction-mode pooler
+    /// ([`PgBackendBuilder::transaction_pooler`](crate::PgBackendBuilder::transaction_pooler)), and
+    /// a job asked it for a session advisory lock, which such a pooler cannot hold.
+    #[error(
+        "session advisory locks cannot be held through a transaction-mode pooler: give the `lock` \
+         level lease rows instead (Store::full(backend).with_locks(PgLeaseLocks), or \
+         SchedulerBuilder::lock_store), or connect to PostgreSQL directly"
+    )]
+    SessionLocksThroughPooler,
+
     /// A lock key is already registered to another job, in this or another application sharing the
     /// database. Give one of the jobs an explicit key.
     #[error(
@@ -157,6 +167,7 @@ impl From<PgError> for slotguard::RunOnceError {
             PgError::InvalidUrl { .. }
             | PgError::InvalidSchema(_)
             | PgError::TransactionPooler { .. }
+            | PgError::SessionLocksThroughPooler
             | PgError::LockKeyCollision { .. } => slotguard::RunOnceError::Config(e.to_string()),
             _ => slotguard::RunOnceError::Store(StoreError::from(e)),
         }
@@ -193,9 +204,9 @@ pub(crate) fn described(e: &sqlx::Error) -> String {
 
 /// What an error says when a transaction-mode pooler sits between the backend and the database.
 pub(crate) const TRANSACTION_POOLER: &str = " (is a transaction-mode pooler, such as PgBouncer with \
-     pool_mode = transaction, between slotguard and PostgreSQL? slotguard's prepared statements and \
-     session locks need a server session of their own: connect to PostgreSQL directly or through \
-     session pooling; see docs/high-availability.md)";
+     pool_mode = transaction, between slotguard and PostgreSQL? Then build the backend with \
+     PgBackendBuilder::transaction_pooler(true), or connect to PostgreSQL directly or through \
+     session pooling; see docs/poolers.md)";
 
 /// Whether a server error is the mark of a transaction-mode pooler: one of the driver's named
 /// prepared statements (`sqlx_s_<n>`) missing, already there, or another statement of that name

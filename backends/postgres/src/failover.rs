@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 /// Who answers a connection: the cluster's system identifier and its current WAL timeline (`None`
 /// on a standby, which has none of its own).
@@ -49,11 +49,8 @@ impl Watch {
     /// Runs on every new pool connection: raises the token floor and compares what the server
     /// says with what was seen before. A failure is logged and the connection is used anyway (a
     /// role that may only read, a standby): claims on it would fail on their own.
-    pub(crate) async fn on_connect(&self, conn: &mut PgConnection, schema: &str) {
-        let sql = format!("SELECT * FROM {schema}.raise_token_floor()");
-        let answer = sqlx::query_as::<_, (i64, i64, i64, Option<String>)>(AssertSqlSafe(sql))
-            .fetch_one(conn)
-            .await;
+    pub(crate) async fn on_connect(&self, conn: &mut PgConnection, schema: &str, prepared: bool) {
+        let answer = raise_floor(conn, schema, prepared).await;
         match answer {
             Ok((before, floor, system_identifier, timeline)) => self.check(&Raised {
                 before,
@@ -103,6 +100,23 @@ impl Watch {
 
 /// What changed between two identities, if it is a failover: another cluster, or a new timeline
 /// of the same one. A standby's answer (no timeline) is not a change.
+/// `raise_token_floor()` in a transaction of its own (which keeps it on one server session through
+/// a transaction pooler), prepared and kept when `prepared`.
+async fn raise_floor(
+    conn: &mut PgConnection,
+    schema: &str,
+    prepared: bool,
+) -> Result<(i64, i64, i64, Option<String>), sqlx::Error> {
+    let sql = format!("SELECT * FROM {schema}.raise_token_floor()");
+    let mut tx = conn.begin().await?;
+    let answer = sqlx::query_as(AssertSqlSafe(sql))
+        .persistent(prepared)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(answer)
+}
+
 fn changed(before: &Identity, now: &Identity) -> Option<&'static str> {
     if before.system != now.system {
         return Some("system");

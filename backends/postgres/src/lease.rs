@@ -158,7 +158,7 @@ impl PgLeaseLocksBuilder {
         }
         let inner = Arc::new(Inner {
             pool,
-            statements: Statements::new(&quoted, 0),
+            statements: Statements::new(&quoted, None),
             ttl: self.ttl,
             held: HeldLeases::default(),
         });

@@ -87,6 +87,7 @@ mod replicas;
 mod retention;
 mod schedules;
 mod sql;
+mod statement;
 
 use std::fmt;
 use std::sync::Arc;
@@ -173,8 +174,11 @@ struct Inner {
     queue: queue::Signal,
     /// The tokens granted and the server's identity, to notice a failover.
     watch: Arc<failover::Watch>,
-    /// This backend's presence key and the session that holds it, started on the first claim.
-    presence: Arc<presence::Presence>,
+    /// This backend's presence key and the session that holds it, started on the first claim;
+    /// none through a transaction pooler.
+    presence: Option<Arc<presence::Presence>>,
+    /// Whether the pool reaches the database through a transaction-mode pooler (`statement.rs`).
+    pooler: bool,
 }
 
 impl Drop for Inner {
@@ -223,7 +227,7 @@ impl PgBackend {
             &self.inner.statements,
             namespace,
             keys,
-            true,
+            self.prepared(),
         )
         .await
     }
@@ -235,9 +239,8 @@ impl PgBackend {
     /// [`PgError::Query`] when the database fails; [`PgError::UnexpectedValue`] for a row this
     /// release cannot read.
     pub async fn runs(&self, job: Option<&str>) -> Result<Vec<RunRow>, PgError> {
-        let rows = sqlx::query(sql(&self.inner.statements.runs))
-            .bind(job)
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(sqlx::query(sql(&self.inner.statements.runs)).bind(job))
             .await?;
         inspect::fold_runs(rows)
     }
@@ -268,19 +271,21 @@ impl PgBackend {
     ) -> Result<bool, StoreError> {
         let class = finish.error_class.map(ErrorClass::as_str);
         let retry_in = finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER)));
-        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.finish))
-            .bind(lease.run_id)
-            .bind(lease.token)
-            .bind(owner)
-            .bind(finish.status.as_str())
-            .bind(finish.attempt_status.as_str())
-            .bind(class)
-            .bind(finish.message.as_deref())
-            .bind(retry_in)
-            .bind(&lease.key.job)
-            .bind(lease.key.scheduled_at)
-            .bind(&lease.key.partition)
-            .fetch_one(&self.inner.pool)
+        let matched: i64 = self
+            .fetch_one(
+                sqlx::query_scalar(sql(&self.inner.statements.finish))
+                    .bind(lease.run_id)
+                    .bind(lease.token)
+                    .bind(owner)
+                    .bind(finish.status.as_str())
+                    .bind(finish.attempt_status.as_str())
+                    .bind(class)
+                    .bind(finish.message.as_deref())
+                    .bind(retry_in)
+                    .bind(&lease.key.job)
+                    .bind(lease.key.scheduled_at)
+                    .bind(&lease.key.partition),
+            )
             .await
             .map_err(PgError::from)?;
         // A refused write is the runtime's to log (`accepted = false` on the run's end event).
@@ -304,10 +309,12 @@ impl SlotStore for PgBackend {
         if tokens.is_empty() {
             return Ok(Vec::new());
         }
-        let held: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.heartbeat))
-            .bind(owner)
-            .bind(tokens)
-            .fetch_all(&self.inner.pool)
+        let held: Vec<i64> = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.heartbeat))
+                    .bind(owner)
+                    .bind(tokens),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(held)
@@ -341,34 +348,36 @@ impl SlotStore for PgBackend {
             messages.push(finish.message.as_deref());
             retries.push(finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER))));
         }
-        let matched: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.finish_many))
-            .bind(owner)
-            .bind(&ids)
-            .bind(&tokens)
-            .bind(&statuses)
-            .bind(&attempt_statuses)
-            .bind(&classes)
-            .bind(&messages)
-            .bind(&retries)
-            .bind(
-                finishes
-                    .iter()
-                    .map(|(l, _)| l.key.job.as_str())
-                    .collect::<Vec<_>>(),
+        let matched: Vec<i64> = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.finish_many))
+                    .bind(owner)
+                    .bind(&ids)
+                    .bind(&tokens)
+                    .bind(&statuses)
+                    .bind(&attempt_statuses)
+                    .bind(&classes)
+                    .bind(&messages)
+                    .bind(&retries)
+                    .bind(
+                        finishes
+                            .iter()
+                            .map(|(l, _)| l.key.job.as_str())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        finishes
+                            .iter()
+                            .map(|(l, _)| l.key.scheduled_at)
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        finishes
+                            .iter()
+                            .map(|(l, _)| l.key.partition.as_str())
+                            .collect::<Vec<_>>(),
+                    ),
             )
-            .bind(
-                finishes
-                    .iter()
-                    .map(|(l, _)| l.key.scheduled_at)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                finishes
-                    .iter()
-                    .map(|(l, _)| l.key.partition.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_all(&self.inner.pool)
             .await
             .map_err(PgError::from)?;
         let answers: Vec<bool> = ids.iter().map(|id| matched.contains(id)).collect();
@@ -384,11 +393,13 @@ impl SlotStore for PgBackend {
         let slots: Vec<chrono::DateTime<chrono::Utc>> =
             keys.iter().map(|k| k.scheduled_at).collect();
         let partitions: Vec<&str> = keys.iter().map(|k| k.partition.as_str()).collect();
-        let found = sqlx::query_scalar(sql(&self.inner.statements.existing_slots))
-            .bind(&jobs)
-            .bind(&slots)
-            .bind(&partitions)
-            .fetch_all(&self.inner.pool)
+        let found = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.existing_slots))
+                    .bind(&jobs)
+                    .bind(&slots)
+                    .bind(&partitions),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(found)
@@ -400,11 +411,13 @@ impl SlotStore for PgBackend {
             return Ok(Vec::new());
         }
         let (jobs, max_attempts, overlaps) = spec_columns(specs);
-        let due = sqlx::query_scalar(sql(&self.inner.statements.due_jobs))
-            .bind(&jobs)
-            .bind(&max_attempts)
-            .bind(&overlaps)
-            .fetch_all(&self.inner.pool)
+        let due = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.due_jobs))
+                    .bind(&jobs)
+                    .bind(&max_attempts)
+                    .bind(&overlaps),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(due)
@@ -451,8 +464,9 @@ impl QueueStore for PgBackend {
     }
 
     /// `LISTEN` on a connection of its own, started on the first call; see `queue.rs`.
+    /// `None` through a transaction pooler, which cannot hold a `LISTEN`: workers poll there.
     async fn due_signal(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.queue_signal())
+        self.prepared().then(|| self.queue_signal())
     }
 }
 
@@ -464,27 +478,29 @@ impl CheckpointStore for PgBackend {
         lease: &Lease,
         data: &str,
     ) -> Result<bool, StoreError> {
-        let matched: i64 = sqlx::query_scalar(sql(&self.inner.statements.save_checkpoint))
-            .bind(lease.run_id)
-            .bind(lease.token)
-            .bind(owner)
-            .bind(data)
-            .bind(&lease.key.job)
-            .bind(lease.key.scheduled_at)
-            .bind(&lease.key.partition)
-            .fetch_one(&self.inner.pool)
+        let matched: i64 = self
+            .fetch_one(
+                sqlx::query_scalar(sql(&self.inner.statements.save_checkpoint))
+                    .bind(lease.run_id)
+                    .bind(lease.token)
+                    .bind(owner)
+                    .bind(data)
+                    .bind(&lease.key.job)
+                    .bind(lease.key.scheduled_at)
+                    .bind(&lease.key.partition),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(matched > 0)
     }
 
     async fn load_checkpoint(&self, run_id: i64) -> Result<Option<String>, StoreError> {
-        let saved: Option<Option<String>> =
-            sqlx::query_scalar(sql(&self.inner.statements.load_checkpoint))
-                .bind(run_id)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(PgError::from)?;
+        let saved: Option<Option<String>> = self
+            .fetch_optional(
+                sqlx::query_scalar(sql(&self.inner.statements.load_checkpoint)).bind(run_id),
+            )
+            .await
+            .map_err(PgError::from)?;
         Ok(saved.flatten())
     }
 }
@@ -493,8 +509,8 @@ impl CheckpointStore for PgBackend {
 impl ClockStore for PgBackend {
     /// `clock_timestamp()`: the server's clock when the statement runs, which judges heartbeats.
     async fn store_now(&self) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
-        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&self.inner.pool)
+        let now: chrono::DateTime<chrono::Utc> = self
+            .fetch_one(sqlx::query_scalar("SELECT clock_timestamp()"))
             .await
             .map_err(PgError::from)?;
         Ok(now)
@@ -512,6 +528,9 @@ impl LockStore for PgBackend {
         owner: &str,
         keys: &[i64],
     ) -> Result<Vec<Option<LockLease>>, StoreError> {
+        if self.inner.pooler {
+            return Err(PgError::SessionLocksThroughPooler.into());
+        }
         self.inner.locks.try_lock(owner, keys).await
     }
 
@@ -535,10 +554,12 @@ impl LockStore for PgBackend {
         }
         let keys: Vec<i64> = locks.iter().map(|l| l.key).collect();
         let jobs: Vec<&str> = locks.iter().map(|l| l.job.as_str()).collect();
-        let freed: Vec<i64> = sqlx::query_scalar(sql(&self.inner.statements.break_stale_locks))
-            .bind(&keys)
-            .bind(&jobs)
-            .fetch_all(&self.inner.pool)
+        let freed: Vec<i64> = self
+            .fetch_all(
+                sqlx::query_scalar(sql(&self.inner.statements.break_stale_locks))
+                    .bind(&keys)
+                    .bind(&jobs),
+            )
             .await
             .map_err(PgError::from)?;
         if !freed.is_empty() {

@@ -122,14 +122,18 @@ fn at(version: i64, description: &'static str) -> impl FnOnce(sqlx::Error) -> Mi
 }
 
 /// Applies every migration that `schema` lacks, in one transaction, under the schema's migration
-/// lock. Returns the versions applied now.
+/// lock (a transaction lock, so this works through a transaction pooler too). Returns the versions
+/// applied now. `prepared`: whether the statements may be prepared and kept (not through a
+/// pooler).
 pub(crate) async fn run(
     conn: &mut PgConnection,
     schema: &str,
     quoted_schema: &str,
+    prepared: bool,
 ) -> Result<Vec<i64>, MigrateFailure> {
     let mut tx = conn.begin().await.map_err(at(0, "begin"))?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .persistent(prepared)
         .bind(MIGRATION_LOCK_CLASS)
         .bind(schema)
         .execute(&mut *tx)
@@ -140,6 +144,7 @@ pub(crate) async fn run(
     // exists; look first so that a role which may only use an existing schema can start.
     let exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .persistent(prepared)
             .bind(schema)
             .fetch_one(&mut *tx)
             .await
@@ -164,6 +169,7 @@ pub(crate) async fn run(
     let applied: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT version FROM {quoted_schema}.migrations ORDER BY version"
     )))
+    .persistent(prepared)
     .fetch_all(&mut *tx)
     .await
     .map_err(at(0, "read the applied migrations"))?;
@@ -180,6 +186,7 @@ pub(crate) async fn run(
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {quoted_schema}.migrations (version, description) VALUES ($1, $2)"
         )))
+        .persistent(prepared)
         .bind(m.version)
         .bind(m.description)
         .execute(&mut *tx)

@@ -184,6 +184,16 @@ impl Presence {
     }
 }
 
+impl crate::PgBackend {
+    /// Starts holding this backend's presence key, once; none is held through a transaction
+    /// pooler.
+    pub(crate) fn hold_presence(&self) {
+        if let Some(presence) = &self.inner.presence {
+            presence.ensure(&self.inner.stop);
+        }
+    }
+}
+
 /// The warning and the counter for one run whose backend is gone.
 fn report((job, slot, partition, owner, attempt, token): &Gone) {
     tracing::warn!(

@@ -80,22 +80,21 @@ impl PgBackend {
         let slots: Vec<DateTime<Utc>> = kept.iter().map(|(r, _)| r.key.scheduled_at).collect();
         let partitions: Vec<&str> = kept.iter().map(|(r, _)| r.key.partition.as_str()).collect();
         let parents: Vec<&str> = kept.iter().map(|(_, t)| t.as_str()).collect();
-        sqlx::query(sql(&self.inner.statements.keep_traces))
-            .bind(&jobs)
-            .bind(&slots)
-            .bind(&partitions)
-            .bind(&parents)
-            .execute(self.pool())
-            .await
-            .map_err(PgError::from)?;
+        self.execute(
+            sqlx::query(sql(&self.inner.statements.keep_traces))
+                .bind(&jobs)
+                .bind(&slots)
+                .bind(&partitions)
+                .bind(&parents),
+        )
+        .await
+        .map_err(PgError::from)?;
         Ok(())
     }
 
     /// Wakes every listening worker (delivered when the statement commits).
     pub(crate) async fn notify_due(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(channel(&self.inner.schema))
-            .execute(&self.inner.pool)
+        self.execute(sqlx::query("SELECT pg_notify($1, '')").bind(channel(&self.inner.schema)))
             .await
             .map_err(PgError::from)?;
         Ok(())
@@ -110,9 +109,8 @@ impl PgBackend {
             return Ok(None);
         }
         let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
-        let at: Option<DateTime<Utc>> = sqlx::query_scalar(sql(&self.inner.statements.next_due))
-            .bind(&jobs)
-            .fetch_optional(&self.inner.pool)
+        let at: Option<DateTime<Utc>> = self
+            .fetch_optional(sqlx::query_scalar(sql(&self.inner.statements.next_due)).bind(&jobs))
             .await
             .map_err(PgError::from)?;
         Ok(at)

@@ -46,33 +46,33 @@ fn replica(row: &PgRow) -> Result<ReplicaRecord, PgError> {
 #[async_trait]
 impl ReplicaStore for PgBackend {
     async fn record_replica(&self, replica: &ReplicaInfo) -> Result<(), StoreError> {
-        sqlx::query(sql(&self.inner.statements.record_replica))
-            .bind(&replica.id)
-            .bind(&replica.host)
-            .bind(i64::from(replica.pid))
-            .bind(&replica.version)
-            .bind(roles_to_text(&replica.roles))
-            .bind(jobs_to_text(&replica.jobs))
-            .bind(i32::try_from(replica.runs_held).unwrap_or(i32::MAX))
-            .bind(micros(replica.gone_after))
-            .execute(&self.inner.pool)
-            .await
-            .map_err(PgError::from)?;
+        self.execute(
+            sqlx::query(sql(&self.inner.statements.record_replica))
+                .bind(&replica.id)
+                .bind(&replica.host)
+                .bind(i64::from(replica.pid))
+                .bind(&replica.version)
+                .bind(roles_to_text(&replica.roles))
+                .bind(jobs_to_text(&replica.jobs))
+                .bind(i32::try_from(replica.runs_held).unwrap_or(i32::MAX))
+                .bind(micros(replica.gone_after)),
+        )
+        .await
+        .map_err(PgError::from)?;
         Ok(())
     }
 
     async fn remove_replica(&self, id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(sql(&self.inner.statements.remove_replica))
-            .bind(id)
-            .execute(&self.inner.pool)
+        let done = self
+            .execute(sqlx::query(sql(&self.inner.statements.remove_replica)).bind(id))
             .await
             .map_err(PgError::from)?;
-        Ok(done.rows_affected() > 0)
+        Ok(done > 0)
     }
 
     async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StoreError> {
-        let rows = sqlx::query(sql(&self.inner.statements.replicas))
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(sqlx::query(sql(&self.inner.statements.replicas)))
             .await
             .map_err(PgError::from)?;
         rows.iter()
@@ -82,11 +82,12 @@ impl ReplicaStore for PgBackend {
     }
 
     async fn forget_replicas(&self, gone_for: Duration) -> Result<u64, StoreError> {
-        let done = sqlx::query(sql(&self.inner.statements.forget_replicas))
-            .bind(micros(gone_for))
-            .execute(&self.inner.pool)
+        let done = self
+            .execute(
+                sqlx::query(sql(&self.inner.statements.forget_replicas)).bind(micros(gone_for)),
+            )
             .await
             .map_err(PgError::from)?;
-        Ok(done.rows_affected())
+        Ok(done)
     }
 }

@@ -22,11 +22,13 @@ impl RetentionStore for PgBackend {
         }
         let jobs: Vec<&str> = specs.iter().map(|s| s.job.as_str()).collect();
         let keep: Vec<i64> = specs.iter().map(|s| micros(s.keep)).collect();
-        let rows = sqlx::query(sql(&self.inner.statements.prune_runs))
-            .bind(&jobs)
-            .bind(&keep)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(
+                sqlx::query(sql(&self.inner.statements.prune_runs))
+                    .bind(&jobs)
+                    .bind(&keep)
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            )
             .await
             .map_err(PgError::from)?;
         rows.iter()

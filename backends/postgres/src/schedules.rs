@@ -102,6 +102,7 @@ impl PgBackend {
         } else {
             SCHEDULE_LOCK
         })
+        .persistent(self.prepared())
         .bind(SCHEDULE_LOCK_CLASS)
         .bind(&self.inner.schema)
         .execute(&mut *tx)
@@ -116,6 +117,7 @@ impl PgBackend {
         id: &str,
     ) -> Result<(DateTime<Utc>, Option<Latest>), PgError> {
         let row = sqlx::query(sql(&self.inner.statements.latest_schedule))
+            .persistent(self.prepared())
             .bind(id)
             .fetch_one(&mut **tx)
             .await?;
@@ -142,6 +144,7 @@ impl PgBackend {
         let spec = version.spec.as_ref();
         Ok(
             sqlx::query_scalar(sql(&self.inner.statements.insert_schedule))
+                .persistent(self.prepared())
                 .bind(&version.id)
                 .bind(version.version)
                 .bind(spec.is_none())
@@ -215,9 +218,11 @@ impl PgBackend {
     ) -> Result<(DateTime<Utc>, Vec<PgRow>), PgError> {
         let mut tx = self.schedules_tx(true).await?;
         let fresh_at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .persistent(self.prepared())
             .fetch_one(&mut *tx)
             .await?;
         let rows = sqlx::query(sql(&self.inner.statements.schedule_changes))
+            .persistent(self.prepared())
             .bind(after)
             .bind(limit(n))
             .fetch_all(&mut *tx)
@@ -268,20 +273,21 @@ impl ScheduleStore for PgBackend {
         after_id: Option<&str>,
         n: usize,
     ) -> Result<Vec<ScheduleVersion>, StoreError> {
-        let rows = sqlx::query(sql(&self.inner.statements.schedules))
-            .bind(job)
-            .bind(after_id)
-            .bind(limit(n))
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(
+                sqlx::query(sql(&self.inner.statements.schedules))
+                    .bind(job)
+                    .bind(after_id)
+                    .bind(limit(n)),
+            )
             .await
             .map_err(PgError::from)?;
         versions(&rows)
     }
 
     async fn schedule_history(&self, id: &str) -> Result<Vec<ScheduleVersion>, StoreError> {
-        let rows = sqlx::query(sql(&self.inner.statements.schedule_history))
-            .bind(id)
-            .fetch_all(&self.inner.pool)
+        let rows = self
+            .fetch_all(sqlx::query(sql(&self.inner.statements.schedule_history)).bind(id))
             .await
             .map_err(PgError::from)?;
         versions(&rows)
@@ -297,12 +303,13 @@ impl ScheduleStore for PgBackend {
         let message = operator_skip_message(reason);
         let requests = std::slice::from_ref(request);
         let columns = RequestColumns::new(requests);
-        let id: Option<i64> = columns
+        let query = columns
             .bind(sqlx::query(sql(&self.inner.statements.skip_slot)).bind(&message))
             .bind("skip")
             .bind(by)
-            .bind(reason)
-            .fetch_optional(&self.inner.pool)
+            .bind(reason);
+        let id: Option<i64> = self
+            .fetch_optional(query)
             .await
             .map_err(PgError::from)?
             .map(|row| row.try_get("id"))
@@ -313,15 +320,17 @@ impl ScheduleStore for PgBackend {
 
     /// One statement: the delete and its audit record.
     async fn unskip_slot(&self, key: &SlotKey, by: &str, reason: &str) -> Result<bool, StoreError> {
-        let id: Option<i64> = sqlx::query_scalar(sql(&self.inner.statements.unskip_slot))
-            .bind(&key.job)
-            .bind(key.scheduled_at)
-            .bind(&key.partition)
-            .bind(SKIPPED_BY_OPERATOR)
-            .bind("unskip")
-            .bind(by)
-            .bind(reason)
-            .fetch_optional(&self.inner.pool)
+        let id: Option<i64> = self
+            .fetch_optional(
+                sqlx::query_scalar(sql(&self.inner.statements.unskip_slot))
+                    .bind(&key.job)
+                    .bind(key.scheduled_at)
+                    .bind(&key.partition)
+                    .bind(SKIPPED_BY_OPERATOR)
+                    .bind("unskip")
+                    .bind(by)
+                    .bind(reason),
+            )
             .await
             .map_err(PgError::from)?;
         Ok(id.is_some())

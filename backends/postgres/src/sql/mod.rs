@@ -104,13 +104,15 @@ pub(crate) struct Statements {
 
 impl Statements {
     /// The statements of one backend: its schema, and its presence key written on the attempts it
-    /// starts (`{presence}`; see `presence.rs`).
-    pub(crate) fn new(quoted_schema: &str, presence: i32) -> Self {
+    /// starts (`{presence}`; see `presence.rs`), or none (`NULL`: through a transaction pooler,
+    /// where no session of its own holds a key, its attempts wait out their stale threshold).
+    pub(crate) fn new(quoted_schema: &str, presence: Option<i32>) -> Self {
+        let presence = presence.map_or_else(|| "NULL::integer".to_owned(), |key| key.to_string());
         let s = |sql: &str| {
             Arc::<str>::from(with_reasons(
                 &sql.replace("{schema}", quoted_schema)
                     .replace("{now}", NOW)
-                    .replace("{presence}", &presence.to_string()),
+                    .replace("{presence}", &presence),
             ))
         };
         Statements {
@@ -208,7 +210,7 @@ mod tests {
     /// its lock wait.
     #[test]
     fn run_statements_read_the_clock_at_their_own_start() {
-        let s = Statements::new("\"s\"", 7);
+        let s = Statements::new("\"s\"", Some(7));
         let runs = [
             &s.claim,
             &s.claim_due,
@@ -240,7 +242,7 @@ mod tests {
     /// placeholder left.
     #[test]
     fn attempts_carry_the_presence_key() {
-        let s = Statements::new("\"s\"", -42);
+        let s = Statements::new("\"s\"", Some(-42));
         for sql in [&s.claim, &s.claim_due] {
             assert!(sql.contains("presence = -42"), "{sql}");
         }
@@ -248,6 +250,17 @@ mod tests {
         for sql in [&s.claim, &s.claim_due, &s.expire_gone, &s.record_skipped] {
             assert!(!sql.contains('{'), "a placeholder is left in {sql}");
         }
+    }
+
+    /// Without a presence session (through a transaction pooler) attempts carry no key, so no
+    /// other backend can judge them gone: they wait out their stale threshold.
+    #[test]
+    fn without_presence_attempts_carry_no_key() {
+        let s = Statements::new("\"s\"", None);
+        for sql in [&s.claim, &s.claim_due] {
+            assert!(sql.contains("presence = NULL::integer"), "{sql}");
+        }
+        assert!(s.claim.contains("ELSE NULL::integer END"));
     }
 
     #[test]

@@ -86,14 +86,13 @@ impl Bouncer {
 }
 
 /// Runs PgBouncer with `ini` as the `postgres` user (it refuses to run as root) until it listens.
+/// It switches user itself (`-u`), so that the child is PgBouncer and killing it ends it: under
+/// `runuser` the kill would end `runuser` alone and leave PgBouncer holding its server sessions.
 fn spawn(binary: &Path, ini: &Path, port: u16) -> Child {
-    let mut cmd = if running_as_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(binary);
-        c
-    } else {
-        Command::new(binary)
-    };
+    let mut cmd = Command::new(binary);
+    if running_as_root() {
+        cmd.args(["-u", "postgres"]);
+    }
     let child = cmd
         .arg(ini)
         .stdout(Stdio::null())

@@ -17,6 +17,7 @@ mod lease;
 mod locks;
 mod logs;
 mod migrations;
+mod pooled;
 mod pooler;
 mod presence;
 mod retention;
