@@ -60,7 +60,9 @@
 //! would be taken in one session and "released" in another. Point this backend at PostgreSQL
 //! directly or at a session-mode pool. The backend checks `pg_backend_pid()` across statements on
 //! the lock connection and refuses to lock ([`PgError::TransactionPooler`]) when it changes.
-//! Behind such a pooler, [`PgLeaseLocks`] holds the `lock` level's locks as lease rows instead.
+//! Behind such a pooler, [`PgLeaseLocks`] holds the `lock` level's locks as lease rows instead,
+//! and a backend built with [`PgBackendBuilder::transaction_pooler`] keeps the slot rows: every
+//! statement unprepared in a transaction of its own, no `LISTEN`, no presence key (docs/poolers.md).
 //!
 //! Every held lock, and every job a claim transaction serializes on, takes an entry in the server's
 //! shared lock table (`max_locks_per_transaction × max_connections`, 6,400 by default). Thousands
