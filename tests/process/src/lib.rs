@@ -6,6 +6,7 @@
 pub mod dst;
 pub mod invariants;
 pub mod lease;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod redis;
 pub mod replication;
@@ -344,7 +345,7 @@ impl Drop for Cluster {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -63,6 +63,8 @@ mod overrun;
 mod pair;
 #[path = "faults/pool.rs"]
 mod pool;
+#[path = "faults/pooler.rs"]
+mod pooler;
 #[path = "faults/proxy.rs"]
 mod proxy;
 #[path = "faults/race.rs"]

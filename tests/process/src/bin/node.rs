@@ -1,7 +1,7 @@
 //! A replica process for the multi-process tests, on a real store.
 //!
 //! ```text
-//! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema | none
+//! sg-node --store sqlite:/tmp/x.db | postgres:postgres://...#schema | pgpooled:postgres://...#schema | none
 //!         [--lock-store redis:redis://127.0.0.1:6379 [--lease-ms 1500]]
 //!         --instance a --ledger /tmp/ledger --jobs 10 --cron "* * * * * *" --work-ms 50
 //!         [--guard slot|lock] [--stale-ms 3000] [--recovery-ms 500] [--grace-ms 5000]
@@ -27,6 +27,8 @@
 //! `--lock-store redis:URL` takes the jobs' locks from Redis (`slotguard-redis`, key prefix the
 //! `--namespace`, lease TTL `--lease-ms`), in front of the store's slot rows; with `--store none` Redis
 //! is all there is (give `--guard lock`), and the ledger's token is the lease's.
+//! `--store pgpooled:URL#schema` reaches PostgreSQL through a transaction pooler: the backend built
+//! with `transaction_pooler(true)`, its lock layer `PgLeaseLocks` lease rows (TTL `--lease-ms`).
 //! `--spread-ms` is `SchedulerBuilder::load_spread` (the default of a scheduler on the system clock).
 //! `--role` is `SchedulerBuilder::role` (default `all`: the replica schedules and runs); `--max-runs`
 //! is `SchedulerBuilder::max_concurrent_runs` (default: no limit).
@@ -156,23 +158,43 @@ async fn with_store(
     Ok(if let Some(path) = store.strip_prefix("sqlite:") {
         builder.backend(slotguard_sqlite::SqliteBackend::open(path).await?)
     } else if let Some(rest) = store.strip_prefix("postgres:") {
+        builder.backend(postgres(rest, false, args).await?)
+    } else if let Some(rest) = store.strip_prefix("pgpooled:") {
+        // Through a transaction pooler: the slot rows unprepared, the locks as lease rows.
+        // The backend first: it migrates the schema (through the pooler), the leases do not.
+        let backend = postgres(rest, true, args).await?;
         let (url, schema) = rest.split_once('#').unwrap_or((rest, "slotguard"));
-        let backend = slotguard_postgres::PgBackend::builder(url)
+        let leases = slotguard_postgres::PgLeaseLocks::builder(url)
             .schema(schema)
-            .lock_liveness_interval(args.ms("lock-check-ms", 500))
-            .pool_size(
-                args.get("pool-size")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(5),
-            )
+            .lease_ttl(args.ms("lease-ms", 1_500))
             .connect()
             .await?;
-        builder.backend(backend)
+        builder.backend(backend).lock_store(leases)
     } else if store == "none" {
         builder
     } else {
         return Err(format!("unknown store {store}").into());
     })
+}
+
+/// The backend at `spec` (`URL#schema`), built for a transaction pooler when `pooled`.
+async fn postgres(
+    spec: &str,
+    pooled: bool,
+    args: &Args,
+) -> Result<slotguard_postgres::PgBackend, slotguard_postgres::PgError> {
+    let (url, schema) = spec.split_once('#').unwrap_or((spec, "slotguard"));
+    slotguard_postgres::PgBackend::builder(url)
+        .schema(schema)
+        .lock_liveness_interval(args.ms("lock-check-ms", 500))
+        .pool_size(
+            args.get("pool-size")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(5),
+        )
+        .transaction_pooler(pooled)
+        .connect()
+        .await
 }
 
 /// `builder` with the `--role` (default `all`) and the `--max-runs` room, if given.

@@ -7,8 +7,8 @@ use crate::harness::Outcome;
 use crate::sc::Sc;
 use crate::{
     busy, catchup, catchup_kill, clock, dead_owner, dst, failover, kill9, lock_session,
-    once_abandoned, overrun, pool, proxy, race, redis, restart, retries, rolling, sched_edits,
-    sigstop, terminate, tick_restart, worker_overlap, workers,
+    once_abandoned, overrun, pool, pooler, proxy, race, redis, restart, retries, rolling,
+    sched_edits, sigstop, terminate, tick_restart, worker_overlap, workers,
 };
 
 /// One scenario: its name on the command line, whether the CI subset runs it, what it does (for
@@ -93,6 +93,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         quick: true,
         what: "latency, blackhole and resets between one replica and the database",
         run: proxy::proxy,
+    },
+    Scenario {
+        name: "pooler",
+        quick: true,
+        what: "replicas only through a transaction-mode PgBouncer: it is restarted, its server sessions ended, a replica killed -9",
+        run: pooler::pooler,
     },
     Scenario {
         name: "pool",
