@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use ops::{Fixture, run};
 use slotguard_postgres::PgBackend;
+use slotguard_process_tests::pgbouncer::PgBouncer;
 use slotguard_tests::pg::{database_url, random_u64};
 use sqlx::{Connection, PgConnection};
 
@@ -47,6 +48,13 @@ fn schema_exists(name: &str) -> bool {
 
 /// A fresh store in a schema of its own, dropped when the fixture is dropped.
 fn fixture() -> Fixture {
+    fixture_via(database_url(), &[], None)
+}
+
+/// [`fixture`], with the command line reaching the store at `cli_url` with `cli_flags`; `bouncer`
+/// (the pooler at `cli_url`) lives as long as the fixture. Seeding and checks go to the database
+/// directly.
+fn fixture_via(cli_url: String, cli_flags: &[&str], bouncer: Option<PgBouncer>) -> Fixture {
     let schema = schema_name();
     let url = database_url();
     let open = {
@@ -79,13 +87,15 @@ fn fixture() -> Fixture {
     Fixture::new(
         Fixture::runtime(),
         open,
-        vec![
-            "--database-url".to_owned(),
-            url,
-            "--schema".to_owned(),
-            schema.clone(),
-        ],
-        async move { drop_schema(&schema).await },
+        ["--database-url", &cli_url, "--schema", &schema]
+            .into_iter()
+            .chain(cli_flags.iter().copied())
+            .map(str::to_owned)
+            .collect(),
+        async move {
+            drop(bouncer);
+            drop_schema(&schema).await
+        },
     )
     .with_backdate(Box::new(backdate))
 }
@@ -183,6 +193,19 @@ fn trigger_wait_follows_the_run() {
 #[test]
 fn input_is_checked_before_the_store() {
     ops::input_is_checked_before_the_store(&fixture());
+}
+
+/// Through a real PgBouncer in transaction mode: `jobs`, `pause` and `resume`, as directly, with
+/// `--transaction-pooler`. (Without it the driver's prepared statements land on server sessions
+/// that lack them or already hold them; `backends/postgres/tests/pg/pooler.rs`.)
+#[test]
+fn pause_and_resume_through_a_transaction_pooler() {
+    let Some(bouncer) = PgBouncer::start(5432, "test") else {
+        println!("skipped: no pgbouncer (Debian: apt-get install pgbouncer)");
+        return;
+    };
+    let url = bouncer.url();
+    ops::pause_and_resume(&fixture_via(url, &["--transaction-pooler"], Some(bouncer)));
 }
 
 #[test]

@@ -46,6 +46,12 @@ pub(crate) struct Store {
         global = true
     )]
     schema: String,
+
+    /// The PostgreSQL URL goes through a transaction-mode pooler (PgBouncer `pool_mode =
+    /// transaction`): every statement runs unprepared, in a transaction of its own
+    /// (docs/poolers.md).
+    #[arg(long, global = true)]
+    transaction_pooler: bool,
 }
 
 impl Store {
@@ -80,7 +86,7 @@ impl Store {
         let backend: Arc<dyn Backend> = if let Some(path) = url.strip_prefix("sqlite:") {
             Arc::new(sqlite(path.strip_prefix("//").unwrap_or(path)).await?)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Arc::new(postgres(url, &self.schema).await?)
+            Arc::new(postgres(url, &self.schema, self.transaction_pooler).await?)
         } else {
             // Not the URL itself: it may hold a password.
             return Err(usage(
@@ -144,7 +150,9 @@ async fn sqlite(path: &str) -> Result<SqliteBackend, Failure> {
         .map_err(|e| failure(e.to_string()))
 }
 
-async fn postgres(url: &str, schema: &str) -> Result<PgBackend, Failure> {
+/// The backend at `url`, once a store is found in `schema` there; built for a transaction pooler
+/// when `pooler`.
+async fn postgres(url: &str, schema: &str, pooler: bool) -> Result<PgBackend, Failure> {
     // The driver's message for a bad URL does not repeat the URL, which may hold a password.
     let options = PgConnectOptions::from_str(url)
         .map_err(|e| usage(format!("invalid PostgreSQL URL: {e}")))?;
@@ -160,14 +168,18 @@ async fn postgres(url: &str, schema: &str) -> Result<PgBackend, Failure> {
     );
     let exists = tokio::time::timeout(CONNECT_TIMEOUT, async {
         let mut conn = PgConnection::connect_with(&options).await?;
+        // Unprepared, in a transaction: it works through a transaction pooler too.
+        let mut tx = conn.begin().await?;
         let exists: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
              JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = $1 AND c.relname = 'job_runs')",
         )
+        .persistent(false)
         .bind(schema)
-        .fetch_one(&mut conn)
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         let _ = conn.close().await;
         Ok::<_, sqlx::Error>(exists)
     })
@@ -200,6 +212,7 @@ async fn postgres(url: &str, schema: &str) -> Result<PgBackend, Failure> {
         .schema(schema)
         .pool_size(2)
         .connect_timeout(CONNECT_TIMEOUT)
+        .transaction_pooler(pooler)
         .connect()
         .await
         .map_err(|e| match e {
