@@ -2,7 +2,8 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -10,7 +11,7 @@ use tracing::Instrument;
 
 use crate::context::{JobContext, RunInfo};
 use crate::entry::JobEntry;
-use crate::guard::RunOutcome;
+use crate::guard::{Permit, RunOutcome};
 use crate::job::{ErrorClass, JobResult};
 use crate::store::Trigger;
 use crate::trace;
@@ -178,9 +179,20 @@ async fn run_body(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcom
     );
     let result = outcome.run_result(panicked, timed_out.load(Ordering::Acquire));
     trace::ended(&span, outcome.label(), result);
+    settle(&rt.abandoned, permits, outcome, took).await
+}
+
+/// Hands `outcome` to the permits (the slot row records it, the locks are released), counts an
+/// abandoned run and logs the end; answers the outcome and whether the store took it.
+async fn settle(
+    abandoned: &AtomicUsize,
+    permits: Vec<Box<dyn Permit>>,
+    outcome: RunOutcome,
+    took: Duration,
+) -> (RunOutcome, bool) {
     let accepted = release(permits, &outcome).await;
     if matches!(outcome, RunOutcome::Abandoned { .. }) {
-        rt.abandoned.fetch_add(1, Ordering::AcqRel);
+        abandoned.fetch_add(1, Ordering::AcqRel);
     }
     log_end(&outcome, took.as_millis() as u64, accepted);
     (outcome, accepted)
@@ -189,9 +201,9 @@ async fn run_body(rt: &Runtime, admitted: Admitted, info: RunInfo) -> (RunOutcom
 /// A run whose hold was lost before its body started (its claim answered too late to be trusted):
 /// the body does not start, and the attempt is handed back to be run again.
 async fn not_started(
-    abandoned: &std::sync::atomic::AtomicUsize,
+    abandoned: &AtomicUsize,
     job: &JobEntry,
-    permits: Vec<Box<dyn crate::guard::Permit>>,
+    permits: Vec<Box<dyn Permit>>,
 ) -> (RunOutcome, bool) {
     crate::metrics::ownership_lost(&job.name);
     tracing::warn!(
@@ -201,10 +213,7 @@ async fn not_started(
     let outcome = RunOutcome::Abandoned {
         reason: "lost".to_owned(),
     };
-    let accepted = release(permits, &outcome).await;
-    abandoned.fetch_add(1, Ordering::AcqRel);
-    log_end(&outcome, 0, accepted);
-    (outcome, accepted)
+    settle(abandoned, permits, outcome, Duration::ZERO).await
 }
 
 /// Runs the body with the job's timeout (setting `timed_out` when it cuts the body short),
