@@ -208,6 +208,8 @@ impl PgBackend {
     }
 
     /// The connection pool used for slot rows, for operators' own queries on the library's tables.
+    /// Through a transaction pooler ([`PgBackendBuilder::transaction_pooler`]) run them as the
+    /// backend does: `persistent(false)`, inside a transaction (`pool().begin()`).
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
     }
