@@ -161,16 +161,7 @@ impl PgBackendBuilder {
 
         let watch = Arc::new(failover::Watch::default());
         let pool = self.pool(&options, &watch, &quoted);
-        let key = (!self.pooler).then(presence::random_key);
-        let statements = Statements::new(&quoted, key);
-        let presence = key.map(|key| {
-            Arc::new(Presence::new(
-                key,
-                presence_options,
-                self.connect_timeout,
-                Arc::clone(&statements.expire_gone),
-            ))
-        });
+        let (statements, presence) = self.presence(&quoted, presence_options);
         let locks = Locks::new(LockConfig {
             options: lock_options,
             url: url.clone(),
@@ -200,6 +191,27 @@ impl PgBackendBuilder {
 }
 
 impl PgBackendBuilder {
+    /// The statements of the backend, with the presence key they write on the attempts they start
+    /// and the presence that will hold it; neither through a transaction pooler (`presence.rs`).
+    fn presence(
+        &self,
+        quoted: &str,
+        options: PgConnectOptions,
+    ) -> (Statements, Option<Arc<Presence>>) {
+        let key = (!self.pooler).then(presence::random_key);
+        let statements = Statements::new(quoted, key);
+        let presence = key.map(|key| {
+            let expire_gone = Arc::clone(&statements.expire_gone);
+            Arc::new(Presence::new(
+                key,
+                options,
+                self.connect_timeout,
+                expire_gone,
+            ))
+        });
+        (statements, presence)
+    }
+
     /// The pool of slot-row connections, opened lazily; every new connection raises the token
     /// floor and looks for a failover (`watch`).
     fn pool(

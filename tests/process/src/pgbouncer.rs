@@ -124,3 +124,23 @@ fn running_as_root() -> bool {
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
+
+/// Ends every session of the database at `direct_url` whose application name starts with
+/// `prefix`: the server sessions a PgBouncer holds for clients that gave such a name (PgBouncer
+/// passes it on). Answers the number ended.
+pub async fn end_sessions(direct_url: &str, prefix: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(direct_url)
+        .await
+        .expect("connect directly");
+    let ended = sqlx::query_scalar(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+           AND starts_with(application_name, $1)",
+    )
+    .bind(prefix)
+    .fetch_one(&pool)
+    .await
+    .expect("end the sessions");
+    pool.close().await;
+    ended
+}

@@ -11,6 +11,8 @@ use slotguard::store::{LockStore, QueueStore, RunStatus, SlotKey, SlotStore, Sto
 use slotguard::{GuardLevel, Job, JobContext, Role, Scheduler, SchedulerHandle};
 use slotguard_postgres::{PgBackend, PgLeaseLocks};
 
+use slotguard_process_tests::pgbouncer::end_sessions;
+
 use crate::bouncer::{Bouncer, start};
 use crate::common::{TestSchema, database_url};
 
@@ -143,22 +145,9 @@ async fn replica(
 }
 
 /// Ends every server session PgBouncer holds for the replicas in `schema` (their application
-/// names start with the schema's, which PgBouncer passes on); the number ended.
+/// names start with the schema's); the number ended.
 async fn kill_pooled_servers(schema: &TestSchema) -> i64 {
-    let pool = sqlx::PgPool::connect(&database_url())
-        .await
-        .expect("direct");
-    let killed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-         WHERE datname = current_database() AND pid <> pg_backend_pid() \
-           AND starts_with(application_name, $1)",
-    )
-    .bind(format!("{}_", schema.name))
-    .fetch_one(&pool)
-    .await
-    .expect("terminate");
-    pool.close().await;
-    killed
+    end_sessions(&database_url(), &format!("{}_", schema.name)).await
 }
 
 /// What every test of a shape checks once its replicas stopped: no two bodies at once, no slot

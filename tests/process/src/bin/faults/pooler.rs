@@ -3,7 +3,7 @@
 //! rows). PgBouncer is killed and started again, then every server session it holds is ended,
 //! then the replica running a body is killed with `-9`.
 
-use slotguard_process_tests::pgbouncer::PgBouncer;
+use slotguard_process_tests::pgbouncer::{PgBouncer, end_sessions};
 
 use crate::prelude::*;
 
@@ -72,19 +72,8 @@ pub(crate) fn pooler(sc: &mut Sc) -> Outcome {
 /// Ends every server session the replicas hold through PgBouncer (their application names start
 /// with the scenario's schema); the number ended.
 fn end_server_sessions(sc: &Sc) -> i64 {
-    let pool = sc.pool();
-    let ended = sc.h.rt.block_on(async {
-        sqlx::query_scalar(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE pid <> pg_backend_pid() AND starts_with(application_name, $1)",
-        )
-        .bind(format!("{}_", sc.schema))
-        .fetch_one(&pool)
-        .await
-        .expect("end the server sessions")
-    });
-    sc.h.rt.block_on(pool.close());
-    ended
+    let prefix = format!("{}_", sc.schema);
+    sc.h.rt.block_on(end_sessions(&sc.h.cluster.url(), &prefix))
 }
 
 /// The attempts of replica `name` that another attempt took over.
