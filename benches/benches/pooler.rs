@@ -8,7 +8,7 @@
 //!    (one more hop).
 //!
 //! `cargo bench -p slotguard-benches --bench pooler` (PostgreSQL from `SLOTGUARD_TEST_DATABASE_URL`
-//! or 127.0.0.1:5432; PgBouncer from Debian's package, in front of 127.0.0.1:5432/test).
+//! or 127.0.0.1:5432/test; PgBouncer from Debian's package, in front of the same database).
 
 use std::time::{Duration, Instant};
 
@@ -96,7 +96,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let bouncer = PgBouncer::start(5432, "test");
+    let bouncer = PgBouncer::in_front_of(&database_url());
     rt.block_on(async {
         println!("one slot's claim, heartbeat and finish, {ROUNDS} rounds after {WARM_UP}");
         setting("direct", &database_url(), false).await;

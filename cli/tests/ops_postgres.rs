@@ -200,7 +200,7 @@ fn input_is_checked_before_the_store() {
 /// that lack them or already hold them; `backends/postgres/tests/pg/pooler.rs`.)
 #[test]
 fn pause_and_resume_through_a_transaction_pooler() {
-    let Some(bouncer) = PgBouncer::start(5432, "test") else {
+    let Some(bouncer) = PgBouncer::in_front_of(&database_url()) else {
         println!("skipped: no pgbouncer (Debian: apt-get install pgbouncer)");
         return;
     };

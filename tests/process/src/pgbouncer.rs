@@ -13,6 +13,7 @@ pub struct PgBouncer {
     /// The port it listens on (127.0.0.1).
     pub port: u16,
     database: String,
+    user: String,
     ini: PathBuf,
     child: Child,
     _dir: tempfile::TempDir,
@@ -37,13 +38,37 @@ impl PgBouncer {
     /// Starts one in front of database `database` of the server on 127.0.0.1:`upstream` (user
     /// `postgres`, trust), with 4 server sessions; `None` when PgBouncer is not installed.
     pub fn start(upstream: u16, database: &str) -> Option<PgBouncer> {
+        let server = Upstream {
+            host: "127.0.0.1".to_owned(),
+            port: upstream,
+            database: database.to_owned(),
+            user: "postgres".to_owned(),
+        };
+        Self::start_for(server)
+    }
+
+    /// Starts one in front of the server and database `url` names (its host, port, database and
+    /// user; the server must trust that user, as the test server does), with 4 server sessions;
+    /// `None` when PgBouncer is not installed.
+    pub fn in_front_of(url: &str) -> Option<PgBouncer> {
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("a PostgreSQL URL");
+        let server = Upstream {
+            host: options.get_host().to_owned(),
+            port: options.get_port(),
+            database: options.get_database().unwrap_or("postgres").to_owned(),
+            user: options.get_username().to_owned(),
+        };
+        Self::start_for(server)
+    }
+
+    fn start_for(server: Upstream) -> Option<PgBouncer> {
         let binary = binary()?;
         let dir = tempfile::Builder::new()
             .prefix("sg-bouncer-")
             .tempdir()
             .expect("temp dir");
         let port = crate::free_port();
-        let ini = config(dir.path(), port, upstream, database);
+        let ini = config(dir.path(), port, &server);
         // It runs as `postgres` and writes nothing, but reads its files.
         let _ = Command::new("chown")
             .arg("-R")
@@ -53,7 +78,8 @@ impl PgBouncer {
         let child = spawn(&binary, &ini, port);
         Some(PgBouncer {
             port,
-            database: database.to_owned(),
+            database: server.database,
+            user: server.user,
             ini,
             child,
             _dir: dir,
@@ -63,8 +89,8 @@ impl PgBouncer {
     /// The database through this PgBouncer.
     pub fn url(&self) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/{}",
-            self.port, self.database
+            "postgres://{}@127.0.0.1:{}/{}",
+            self.user, self.port, self.database
         )
     }
 
@@ -78,12 +104,26 @@ impl PgBouncer {
     }
 }
 
-fn config(dir: &Path, port: u16, upstream: u16, database: &str) -> PathBuf {
+/// The server and database a PgBouncer stands in front of.
+struct Upstream {
+    host: String,
+    port: u16,
+    database: String,
+    user: String,
+}
+
+fn config(dir: &Path, port: u16, server: &Upstream) -> PathBuf {
     let ini = dir.join("pgbouncer.ini");
     let users = dir.join("users.txt");
-    std::fs::write(&users, "\"postgres\" \"\"\n").expect("users");
+    std::fs::write(&users, format!("\"{}\" \"\"\n", server.user)).expect("users");
+    let Upstream {
+        host,
+        port: upstream,
+        database,
+        user,
+    } = server;
     let text = format!(
-        "[databases]\n{database} = host=127.0.0.1 port={upstream} dbname={database} user=postgres\n\
+        "[databases]\n{database} = host={host} port={upstream} dbname={database} user={user}\n\
          [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n\
          auth_file = {}\npool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 100\n\
          ignore_startup_parameters = extra_float_digits,options\nunix_socket_dir =\n",
