@@ -47,6 +47,7 @@ impl Admin {
             stale_after: self.stale_after,
             overlap: Overlap::Skip,
             calendar: None,
+            ahead: false,
         };
         let written = self
             .store

@@ -304,6 +304,7 @@ impl Admin {
             stale_after: self.stale_after,
             overlap: Overlap::Allow,
             calendar: None,
+            ahead: false,
         }
     }
 }

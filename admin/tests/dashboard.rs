@@ -79,6 +79,7 @@ async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partiti
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

@@ -65,6 +65,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

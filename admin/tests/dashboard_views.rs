@@ -63,6 +63,7 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

@@ -202,6 +202,7 @@ async fn enqueue(
                 stale_after: std::time::Duration::from_secs(30),
                 overlap: slotguard::Overlap::Allow,
                 calendar: None,
+                ahead: false,
             },
             not_before: at,
         })

@@ -550,8 +550,27 @@ async fn connect(schema: &Schema) -> PgBackend {
         .expect("connect to PostgreSQL (see SLOTGUARD_TEST_DATABASE_URL)")
 }
 
-/// The `claim_ahead` of the replicas a scenario starts (0: the default).
+/// The `claim_ahead` of the replicas a scenario starts; [`DEFAULT_AHEAD`]: the builder's default.
 static CLAIM_AHEAD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// [`CLAIM_AHEAD_MS`] that leaves `claim_ahead` to the builder's default (100 ms with a store).
+const DEFAULT_AHEAD: u64 = u64::MAX;
+
+/// Sets the `claim_ahead` of the replicas started from now on; `None`: the builder's default.
+fn set_lead(lead: Option<Duration>) {
+    CLAIM_AHEAD_MS.store(
+        lead.map_or(DEFAULT_AHEAD, |d| d.as_millis() as u64),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// The `claim_ahead` of the replicas started from now on, as shown in a heading.
+fn lead_shown() -> String {
+    match CLAIM_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed) {
+        DEFAULT_AHEAD => "default".to_owned(),
+        ms => format!("{ms} ms"),
+    }
+}
 
 async fn start_replica(
     schema: &Schema,
@@ -580,8 +599,10 @@ async fn start_on(
     if let Some(stale) = stale_after {
         builder = builder.stale_after(stale);
     }
-    let ahead = Duration::from_millis(CLAIM_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed));
-    builder = builder.claim_ahead(ahead);
+    let ahead = CLAIM_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed);
+    if ahead != DEFAULT_AHEAD {
+        builder = builder.claim_ahead(Duration::from_millis(ahead));
+    }
     let handle = builder
         .build()
         .expect("valid jobs")
@@ -660,7 +681,8 @@ fn duplicates(ledger: &Ledger) -> u32 {
 
 async fn claim_storm(schema: &Schema) {
     println!(
-        "\n== 1. Claim storm: {STORM_SLOTS} slots due in one second, {REPLICAS} replicas, guard `slot` =="
+        "\n== 1. Claim storm: {STORM_SLOTS} slots due in one second, {REPLICAS} replicas, guard `slot`, claim_ahead {} ==",
+        lead_shown()
     );
     let setup = Instant::now();
     let mut backends = Vec::new();
@@ -876,15 +898,13 @@ async fn claim_storm(schema: &Schema) {
 // ---------------------------------------------------------------------------------------------
 // 2. Start lag
 
-async fn start_lag(schema: &Schema, claim_ahead: Duration) {
+/// `claim_ahead`: `None` leaves it to the builder's default.
+async fn start_lag(schema: &Schema, claim_ahead: Option<Duration>) {
+    set_lead(claim_ahead);
     println!(
-        "\n== 2. Start lag: {REPLICAS} replicas × {LAG_JOBS} jobs `* * * * * *`, guard `slot`, claim_ahead {} ms, {} s ==",
-        claim_ahead.as_millis(),
+        "\n== 2. Start lag: {REPLICAS} replicas × {LAG_JOBS} jobs `* * * * * *`, guard `slot`, claim_ahead {}, {} s ==",
+        lead_shown(),
         LAG_RUN.as_secs()
-    );
-    CLAIM_AHEAD_MS.store(
-        claim_ahead.as_millis() as u64,
-        std::sync::atomic::Ordering::Relaxed,
     );
     // (job, slot) -> executions, and every execution's lag.
     let ledger: Ledger = Arc::default();
@@ -1100,6 +1120,7 @@ async fn claim_in_isolation(schema: &Schema) {
             stale_after: Duration::from_secs(30),
             overlap: slotguard::Overlap::Skip,
             calendar: None,
+            ahead: false,
         }
     };
     // Opens the pool's connection, so that no timed claim pays for it.
@@ -1247,7 +1268,8 @@ fn main() {
          (pool of {POOL} + 1 lock connection)"
     );
     // `cargo bench -p slotguard-benches --bench cluster -- lag` runs only the named parts
-    // (`storm`, `lag`, `lag-ahead`, `hb`); no name runs them all.
+    // (`storm` and `lag` with the defaults, `storm-off` and `lag-off` without a lead, `lag-ahead` at
+    // 100 ms, `hb`); no name runs them all.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -1255,16 +1277,28 @@ fn main() {
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     if wanted("storm") {
         let schema = schema("storm");
+        set_lead(None);
+        runtime.block_on(claim_storm(&schema));
+    }
+    if wanted("storm-off") {
+        let schema = schema("stormoff");
+        set_lead(Some(Duration::ZERO));
         runtime.block_on(claim_storm(&schema));
     }
     if wanted("lag") {
         let schema = schema("lag");
-        runtime.block_on(start_lag(&schema, Duration::ZERO));
+        runtime.block_on(start_lag(&schema, None));
     }
     if wanted("lag-ahead") {
         let schema = schema("lagahead");
-        runtime.block_on(start_lag(&schema, Duration::from_millis(100)));
+        runtime.block_on(start_lag(&schema, Some(Duration::from_millis(100))));
     }
+    if wanted("lag-off") {
+        let schema = schema("lagoff");
+        runtime.block_on(start_lag(&schema, Some(Duration::ZERO)));
+    }
+    // The heartbeat scenario claims at the instant, as it always did.
+    set_lead(Some(Duration::ZERO));
     if wanted("hb") {
         let schema = schema("hb");
         runtime.block_on(heartbeat_cost(&schema));

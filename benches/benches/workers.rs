@@ -169,6 +169,7 @@ fn request(job: &str, at: DateTime<Utc>, partition: String) -> ClaimRequest {
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

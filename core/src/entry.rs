@@ -180,6 +180,9 @@ pub(crate) enum Work {
         looks: u8,
         /// The calendar it was planned on, recorded with its row.
         calendar: Option<Arc<CalendarStamp>>,
+        /// Offered to the chain ahead of its instant (`claim_ahead`): a layer that finds another
+        /// run of the job going sends it back to be offered again at the instant.
+        ahead: bool,
     },
     /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
     /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
@@ -218,6 +221,7 @@ impl Candidate {
                 partition,
                 looks: 0,
                 calendar,
+                ahead: false,
             },
             span: tracing::Span::none(),
         }
@@ -267,6 +271,18 @@ impl Candidate {
         }
     }
 
+    /// Whether this slot is offered to the chain ahead of its instant.
+    pub(crate) fn is_ahead(&self) -> bool {
+        matches!(self.work, Work::Slot { ahead: true, .. })
+    }
+
+    /// Marks this slot as offered ahead of its instant, or not.
+    pub(crate) fn set_ahead(&mut self, early: bool) {
+        if let Work::Slot { ahead, .. } = &mut self.work {
+            *ahead = early;
+        }
+    }
+
     /// Whether this is a second (or later) look at a slot.
     pub(crate) fn is_recheck(&self) -> bool {
         matches!(self.work, Work::Slot { looks, .. } if looks > 0)
@@ -286,6 +302,7 @@ impl Candidate {
             slot,
             partition,
             calendar,
+            ahead,
             ..
         } = &self.work
         else {
@@ -305,6 +322,7 @@ impl Candidate {
             stale_after: self.job.stale_after,
             overlap: self.job.overlap,
             calendar: calendar.as_deref().cloned(),
+            ahead: *ahead,
         })
     }
 }

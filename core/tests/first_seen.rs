@@ -29,6 +29,7 @@ async fn succeeded(store: &MemoryBackend, job: &str, slot: DateTime<Utc>) {
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     };
     let claims = store.claim("by-hand", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

@@ -103,6 +103,7 @@ async fn a_slot_whose_lock_is_held_for_another_running_slot_is_recorded_skipped(
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Skip,
         calendar: None,
+        ahead: false,
     };
     store.claim("other", &[request]).await.unwrap();
     sleep(5.0).await;

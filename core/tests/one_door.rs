@@ -132,6 +132,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         stale_after: Duration::from_secs(3),
         overlap: Overlap::Skip,
         calendar: None,
+        ahead: false,
     }
 }
 

@@ -37,6 +37,7 @@ fn request(job: &str, slot: &str) -> ClaimRequest {
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

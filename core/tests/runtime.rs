@@ -333,6 +333,7 @@ async fn heartbeat_loss_after_takeover_tells_the_job_and_refuses_its_outcome() {
         stale_after: Duration::from_secs(3),
         overlap: slotguard::Overlap::Skip,
         calendar: None,
+        ahead: false,
     };
     use slotguard::store::SlotStore;
     let claims = backend.claim("b", &[request]).await.unwrap();

@@ -42,6 +42,7 @@ pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimReq
         stale_after,
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

@@ -61,6 +61,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         stale_after: Duration::from_secs(60),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

@@ -71,6 +71,7 @@ pub(crate) fn claim_request(job: &str, slot: DateTime<Utc>, partition: &str) -> 
         stale_after: Duration::from_secs(30),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

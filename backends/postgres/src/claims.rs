@@ -43,7 +43,8 @@ impl PgBackend {
             .bind(&overlaps)
             .bind(max_early_us())
             .bind(queue);
-        let query = cols.bind_calendars(query);
+        let ahead: Vec<bool> = requests.iter().map(|r| r.ahead).collect();
+        let query = cols.bind_calendars(query).bind(&ahead);
         let rows = self.fetch_serialized(&exclusive, query).await?;
         if rows.len() != n {
             return Err(StoreError::rejected(format!(
@@ -248,6 +249,9 @@ fn claim_answer(row: &PgRow, key: &SlotKey) -> Result<Claim, PgError> {
     }
     if row.try_get::<bool, _>("queued")? {
         return Ok(Claim::Queued);
+    }
+    if row.try_get::<bool, _>("busy")? {
+        return Ok(Claim::Busy);
     }
     Ok(match run_id {
         Some(run_id) => {

@@ -215,7 +215,7 @@ impl Shared {
                     .await?;
                 None
             }
-            SlotPlan::NotDue | SlotPlan::Taken(_) => None,
+            SlotPlan::NotDue | SlotPlan::Busy | SlotPlan::Taken(_) => None,
         };
         let answer = plan.answer(lease);
         Ok((plan, answer))

@@ -323,6 +323,7 @@ fn request(job: &str, slot: &str) -> ClaimRequest {
         stale_after: Duration::from_secs(3600),
         overlap: Overlap::Allow,
         calendar: None,
+        ahead: false,
     }
 }
 

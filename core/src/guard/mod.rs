@@ -52,6 +52,9 @@ pub enum SkipReason {
     /// The store's clock says the slot is not due yet: this replica's clock is ahead of it by more
     /// than [`MAX_EARLY`](crate::store::MAX_EARLY) (`slot`).
     NotDue,
+    /// Claimed ahead of its instant while another run of the job was going (`slot`): claimed again
+    /// at the instant, where the overlap policy decides.
+    Busy,
     /// The scheduler is shutting down and claims nothing new.
     ShuttingDown,
     /// The store could not be reached; nothing was claimed.
@@ -73,6 +76,9 @@ impl fmt::Display for SkipReason {
             SkipReason::NotDue => {
                 f.write_str("not due yet by the store's clock: this replica's clock is ahead of it")
             }
+            SkipReason::Busy => f.write_str(
+                "a previous run is still going ahead of the slot's instant; claimed again at the instant",
+            ),
             SkipReason::ShuttingDown => f.write_str("scheduler is shutting down"),
             SkipReason::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
         }
@@ -88,6 +94,7 @@ impl SkipReason {
             SkipReason::AlreadyClaimed => "already_claimed",
             SkipReason::Overlap(_) => "overlap",
             SkipReason::NotDue => "not_due",
+            SkipReason::Busy => "busy_ahead",
             SkipReason::ShuttingDown => "shutting_down",
             SkipReason::StoreUnavailable(_) => "store_unavailable",
         }

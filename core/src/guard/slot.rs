@@ -93,6 +93,7 @@ impl SlotGuard {
                 } => Decision::Skip(SkipReason::Overlap(status)),
                 Claim::Taken { .. } | Claim::Queued => Decision::Skip(SkipReason::AlreadyClaimed),
                 Claim::NotDue => Decision::Skip(SkipReason::NotDue),
+                Claim::Busy => Decision::Skip(SkipReason::Busy),
             })
             .collect()
     }

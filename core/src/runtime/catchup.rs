@@ -181,6 +181,7 @@ fn paced(missed: &[Missed], now: DateTime<Utc>, per_second: f64) -> Vec<Enqueue>
                     stale_after: job.stale_after,
                     overlap: job.overlap,
                     calendar: calendar.as_deref().cloned(),
+                    ahead: false,
                 },
                 not_before: now
                     + chrono::Duration::from_std(offset).unwrap_or(chrono::Duration::MAX / 2),

@@ -42,6 +42,9 @@ pub(crate) struct Admission {
     pub(crate) deferred: Vec<Candidate>,
     /// Slot work the store could not be asked about: claim it when the store is back.
     pub(crate) unavailable: Vec<Candidate>,
+    /// Slots offered ahead of their instant while a run of their job was going: offered again at
+    /// the instant, where the layers decide as they would have without the lead.
+    pub(crate) at_instant: Vec<Candidate>,
 }
 
 /// A candidate on its way through the chain: the permits it holds, and the span of this walk
@@ -223,8 +226,17 @@ async fn refused(
         release(permits, &abandoned(reason.label())).await;
         return;
     }
-    skip(&candidate, permits, &reason).await;
     let slot_level = candidate.job.level == GuardLevel::Slot;
+    if reason == SkipReason::Busy
+        || (candidate.is_ahead() && waits_for_instant(&reason, slot_level))
+    {
+        let (job, slot) = (&candidate.job.name, candidate.slot_at());
+        tracing::debug!(event = "job_claim_deferred", %job, ?slot, reason = reason.label(), "a run of the job is going ahead of the slot's instant; offered again at the instant");
+        release(permits, &abandoned(reason.label())).await;
+        out.at_instant.push(candidate);
+        return;
+    }
+    skip(&candidate, permits, &reason).await;
     let in_body = candidate
         .job
         .in_body
@@ -246,6 +258,17 @@ async fn refused(
         }
         SkipReason::StoreUnavailable(_) => out.unavailable.push(candidate),
         _ => crate::trace::skipped(&candidate.span, reason.label()),
+    }
+}
+
+/// Whether a slot offered ahead of its instant and refused for `reason` waits for its instant:
+/// every refusal that says a run of the job is going, since that run may end before the instant.
+/// A `slot`-level job's lock held elsewhere takes its second look instead (after the instant).
+fn waits_for_instant(reason: &SkipReason, slot_level: bool) -> bool {
+    match reason {
+        SkipReason::RunningHere | SkipReason::Busy => true,
+        SkipReason::LockedElsewhere => !slot_level,
+        _ => false,
     }
 }
 
@@ -285,7 +308,7 @@ async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &Ski
     }
     let slot = candidate.slot_at();
     match reason {
-        SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere => {
+        SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere | SkipReason::Busy => {
             tracing::debug!(event = "job_claim_skipped", %job, ?slot, reason = reason.label(), "{reason}");
         }
         SkipReason::RunningHere | SkipReason::ShuttingDown | SkipReason::Overlap(_) => {

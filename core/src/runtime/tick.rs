@@ -1,6 +1,7 @@
 //! A tick: the slots that fell due together, through the chain; then the second look at slots whose
 //! lock was held elsewhere, and the retries of slots whose claim met an unavailable store.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,9 +28,14 @@ pub(crate) async fn tick(rt: Arc<Runtime>, delay: Duration, batch: Vec<Candidate
         }
     }
     let batch = expand_partitions(batch).await;
-    let batch = super::nominal::without_repeated(&rt, batch).await;
+    let mut batch = super::nominal::without_repeated(&rt, batch).await;
     if !rt.role.executes() {
         return super::enqueue::enqueue(rt, batch).await;
+    }
+    let now = rt.clock.now();
+    for candidate in &mut batch {
+        let early = candidate.slot_at().is_some_and(|at| now < at);
+        candidate.set_ahead(early);
     }
     let admission = chain::admit(&rt, batch).await;
     follow(&rt, admission);
@@ -48,6 +54,51 @@ fn follow(rt: &Arc<Runtime>, admission: Admission) {
         let task: Task = Box::pin(outage(Arc::clone(rt), admission.unavailable));
         rt.tracker.spawn(task);
     }
+    let mut by_instant: BTreeMap<_, Vec<Candidate>> = BTreeMap::new();
+    for candidate in admission.at_instant {
+        by_instant
+            .entry(candidate.slot_at())
+            .or_default()
+            .push(candidate);
+    }
+    for group in by_instant.into_values() {
+        let task: Task = Box::pin(at_instant(Arc::clone(rt), group));
+        rt.tracker.spawn(task);
+    }
+}
+
+/// Offers again, at their instant, slots that a layer sent back ahead of it because a run of
+/// their job was going: the layers then decide as if the slots had not been offered early.
+async fn at_instant(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
+    if !until_instant(&rt, &mut batch).await {
+        return;
+    }
+    let admission = chain::admit(&rt, batch).await;
+    follow(&rt, admission);
+}
+
+/// Waits until the latest instant of the slots in `batch` offered ahead of it, and marks them as
+/// no longer ahead; `false` when shutdown began meanwhile.
+async fn until_instant(rt: &Runtime, batch: &mut [Candidate]) -> bool {
+    let now = rt.clock.now();
+    let latest = batch
+        .iter()
+        .filter(|c| c.is_ahead())
+        .filter_map(Candidate::slot_at)
+        .max();
+    let wait = latest
+        .and_then(|at| (at - now).to_std().ok())
+        .unwrap_or_default();
+    if !wait.is_zero() {
+        tokio::select! {
+            () = rt.stop.cancelled() => return false,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    for candidate in batch {
+        candidate.set_ahead(false);
+    }
+    true
 }
 
 /// The second look at slots of `slot`-level jobs whose lock another process held at their tick.
@@ -62,6 +113,10 @@ async fn recheck(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
     tokio::select! {
         () = rt.stop.cancelled() => return,
         () = tokio::time::sleep(LOCK_RECHECK) => {}
+    }
+    // A lead longer than the recheck: the second look still comes after the instant.
+    if !until_instant(&rt, &mut batch).await {
+        return;
     }
     for candidate in &mut batch {
         if let Work::Slot { looks, .. } = &mut candidate.work {
@@ -88,7 +143,16 @@ async fn without_rows(rt: &Runtime, batch: Vec<Candidate>) -> Vec<Candidate> {
         Ok(found) if found.len() == batch.len() => batch
             .into_iter()
             .zip(found)
-            .filter_map(|(c, exists)| (!exists).then_some(c))
+            .filter_map(|(c, exists)| {
+                if exists {
+                    // Another replica claimed (or recorded) it: this replica's span ends there.
+                    crate::trace::skipped(
+                        &c.span,
+                        crate::guard::SkipReason::AlreadyClaimed.label(),
+                    );
+                }
+                (!exists).then_some(c)
+            })
             .collect(),
         // Could not look: the chain decides for all of them.
         _ => batch,
@@ -113,7 +177,7 @@ async fn outage(rt: Arc<Runtime>, mut batch: Vec<Candidate>) {
         if !expired.is_empty() && record_expired(&rt, &expired).await {
             expired.clear();
         }
-        if batch.is_empty() {
+        if batch.is_empty() || !until_instant(&rt, &mut batch).await {
             continue;
         }
         let mut admission = chain::admit(&rt, std::mem::take(&mut batch)).await;

@@ -26,7 +26,7 @@ use crate::store::{Backend, LockStore, Store};
 
 use super::Scheduler;
 use super::validate::{
-    DEFAULT_RETENTION, DEFAULT_SPREAD, Defaults, SCHEDULER_LEAD, check_retention,
+    DEFAULT_LEAD, DEFAULT_RETENTION, DEFAULT_SPREAD, Defaults, SCHEDULER_LEAD, check_retention,
     default_instance_id, validate,
 };
 use super::{BuildError, ConfigError};
@@ -127,10 +127,16 @@ impl fmt::Debug for SchedulerBuilder {
 
 impl SchedulerBuilder {
     /// Runs each slot's guard chain (flag, lock, claim) this long before the slot's instant, and
-    /// starts the body at the instant: the claim's round trips no longer delay the start (default 0,
-    /// at most 1 s). The overlap check happens that much earlier too, so keep it well under the
-    /// shortest interval and the shortest run: a run that ends inside the lead still counts as
-    /// running for the next slot.
+    /// starts the body at the instant: the claim's round trips no longer delay the start (default
+    /// 100 ms with a store, 0 without one or with an injected [`clock`](Self::clock); at most 1 s,
+    /// the shortest interval a schedule can have).
+    ///
+    /// An early claim never decides an overlap: when a layer finds another run of the job going
+    /// (this process's flag up with its body running, the job's lock held elsewhere for a `lock`
+    /// job, a `running` row for a `slot` job), nothing is recorded and the slot is offered again at
+    /// its instant, where the overlap policy decides as it would have without the lead. A run
+    /// that ends inside the lead therefore never makes the next slot skip. `Duration::ZERO` turns
+    /// the lead off.
     ///
     /// A process of the [`Role::Scheduler`] role enqueues each slot this long before its instant
     /// (default 100 ms), so that workers have the row and wake at the instant.
@@ -138,6 +144,16 @@ impl SchedulerBuilder {
         self.claim_ahead = lead;
         self.claim_ahead_set = true;
         self
+    }
+
+    /// The lead of [`claim_ahead`](Self::claim_ahead): as set, or the role's default.
+    fn lead(&self) -> Duration {
+        match self.role {
+            _ if self.claim_ahead_set => self.claim_ahead,
+            Role::Scheduler => SCHEDULER_LEAD,
+            Role::All if self.store.is_some() && !self.clock_injected => DEFAULT_LEAD,
+            _ => Duration::ZERO,
+        }
     }
 
     /// What this process does with its jobs (default [`Role::All`]: it computes slots and runs
@@ -580,11 +596,7 @@ impl SchedulerBuilder {
             upkeep: TaskTracker::new(),
             grace: self.grace,
             kill_after: self.kill_after,
-            claim_ahead: if self.role == Role::Scheduler && !self.claim_ahead_set {
-                SCHEDULER_LEAD
-            } else {
-                self.claim_ahead
-            },
+            claim_ahead: self.lead(),
             spread: if self.role == Role::All {
                 spread
             } else {

@@ -37,6 +37,11 @@ pub(super) fn check_retention(keep: Duration) -> Result<(), String> {
 /// [`SchedulerBuilder::claim_ahead`](super::SchedulerBuilder::claim_ahead) says otherwise.
 pub(super) const SCHEDULER_LEAD: Duration = Duration::from_millis(100);
 
+/// The default of [`SchedulerBuilder::claim_ahead`](super::SchedulerBuilder::claim_ahead) for a
+/// process that runs its slots, with a store and the system clock: a tenth of the shortest
+/// interval a schedule can have, and longer than a claim's round trips on a loaded machine.
+pub(super) const DEFAULT_LEAD: Duration = Duration::from_millis(100);
+
 /// The default of [`SchedulerBuilder::load_spread`](super::SchedulerBuilder::load_spread) with a backend.
 pub(super) const DEFAULT_SPREAD: Duration = Duration::from_millis(20);
 

@@ -88,6 +88,12 @@ pub struct ClaimRequest {
     pub overlap: Overlap,
     /// The calendar the slot was planned on, recorded with a new row; `None` without one.
     pub calendar: Option<CalendarStamp>,
+    /// Claimed ahead of the slot's instant ([`claim_ahead`](crate::SchedulerBuilder::claim_ahead)):
+    /// when another run of the job and partition is `running` with a fresh heartbeat and the
+    /// overlap policy is not `allow`, nothing is written and the answer is [`Claim::Busy`]. The
+    /// caller claims again at the instant, where the policy decides: an early claim never decides
+    /// an overlap that the running run might end before the instant.
+    pub ahead: bool,
 }
 
 /// A claimed attempt of a run. Every write about it carries its fencing token, and the writes that
@@ -135,6 +141,9 @@ pub enum Claim {
     },
     /// A scheduled slot more than [`MAX_EARLY`] ahead of the store's clock: nothing was written.
     NotDue,
+    /// A request made [`ahead`](ClaimRequest::ahead) of its instant found another run of its job
+    /// and partition running: nothing was written; claim it again at the instant.
+    Busy,
     /// [`QueueStore::enqueue_slots`] wrote the slot as a `pending` row, due at its instant, for a
     /// worker to claim with [`SlotStore::claim_due`].
     Queued,

@@ -138,6 +138,7 @@ pub(crate) fn enqueued(span: &Span, answer: &Claim) {
         Claim::Queued => "queued",
         Claim::Taken { .. } => "taken",
         Claim::NotDue => "not_due",
+        Claim::Busy => "busy",
         Claim::Won(_) => "won",
     };
     span.record("answer", answer);

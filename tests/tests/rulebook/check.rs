@@ -28,6 +28,7 @@ enum SeenClaim {
     Taken(RunStatus),
     NotDue,
     Queued,
+    Busy,
 }
 
 /// A lease handed out by a step: its holder, and its lease in the model and in each store.
@@ -149,6 +150,7 @@ fn claims(answers: &[Claim]) -> (Seen, Vec<Lease>) {
             Claim::Taken { status } => SeenClaim::Taken(*status),
             Claim::NotDue => SeenClaim::NotDue,
             Claim::Queued => SeenClaim::Queued,
+            Claim::Busy => SeenClaim::Busy,
             other => panic!("an answer this test does not know: {other:?}"),
         })
         .collect();
@@ -182,10 +184,11 @@ fn model_step(model: &mut Model, op: &Op, ctx: &Ctx<'_>) -> (Seen, Vec<Vec<Lease
             owner,
             slot,
             overlap,
+            ahead,
         } => {
             let (answers, events) = model.claim(
                 OWNERS[*owner],
-                &[slot.request(ctx.base, *overlap)],
+                &[slot.claim(ctx.base, *overlap, *ahead)],
                 Mode::Claim,
             );
             let (seen, leases) = claims(&answers);
@@ -260,8 +263,9 @@ async fn store_step(store: &Store, op: &Op, ctx: &Ctx<'_>) -> Result<(Seen, Vec<
             owner,
             slot,
             overlap,
+            ahead,
         } => claims(
-            &b.claim(OWNERS[*owner], &[slot.request(ctx.base, *overlap)])
+            &b.claim(OWNERS[*owner], &[slot.claim(ctx.base, *overlap, *ahead)])
                 .await
                 .map_err(failed)?,
         ),

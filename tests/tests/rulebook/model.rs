@@ -149,7 +149,7 @@ impl Model {
                     Some(self.take_over(id, owner, Some(request.stale_after)))
                 }
                 SlotPlan::Insert(new) => self.insert(owner, request, new),
-                SlotPlan::NotDue | SlotPlan::Taken(_) => None,
+                SlotPlan::NotDue | SlotPlan::Busy | SlotPlan::Taken(_) => None,
             };
             answers.push(plan.answer(lease));
             events.extend(plan.events(request).iter().map(Event::name));

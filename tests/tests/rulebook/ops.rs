@@ -49,6 +49,8 @@ pub(crate) enum Op {
         owner: usize,
         slot: Slot,
         overlap: Overlap,
+        /// Claimed ahead of the slot's instant (`ClaimRequest::ahead`).
+        ahead: bool,
     },
     /// A scheduler queues a slot (`enqueue_slots`).
     Enqueue { slot: Slot, overlap: Overlap },
@@ -103,6 +105,15 @@ impl Slot {
             stale_after: STALE_AFTER,
             overlap,
             calendar: None,
+            ahead: false,
+        }
+    }
+
+    /// The claim of the slot, made ahead of its instant or not.
+    pub(crate) fn claim(&self, base: DateTime<Utc>, overlap: Overlap, ahead: bool) -> ClaimRequest {
+        ClaimRequest {
+            ahead,
+            ..self.request(base, overlap)
         }
     }
 }
@@ -164,7 +175,7 @@ fn end() -> impl Strategy<Value = End> {
 fn op() -> impl Strategy<Value = Op> {
     let owner = || 0..OWNERS.len();
     prop_oneof![
-        5 => (owner(), slot(), overlap()).prop_map(|(owner, slot, overlap)| Op::Claim { owner, slot, overlap }),
+        5 => (owner(), slot(), overlap(), any::<bool>()).prop_map(|(owner, slot, overlap, ahead)| Op::Claim { owner, slot, overlap, ahead }),
         2 => (slot(), overlap()).prop_map(|(slot, overlap)| Op::Enqueue { slot, overlap }),
         1 => slot().prop_map(|slot| Op::Skip { slot }),
         1 => (owner(), slot()).prop_map(|(owner, slot)| Op::Future { owner, slot }),

@@ -17,7 +17,8 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// business dates, `$9` fingerprints, `$10` stale-after in microseconds, `$11` overlap policies,
 /// `$12` how far ahead of `{now}` a scheduled slot may be, in microseconds, `$13` whether to
 /// enqueue instead of claim (`QueueStore::enqueue_slots`), and per request `$14` nominal dates,
-/// `$15` calendar names and `$16` calendar versions (NULL without a calendar).
+/// `$15` calendar names and `$16` calendar versions (NULL without a calendar), and `$17` whether
+/// it is made ahead of the slot's instant (`ClaimRequest::ahead`).
 ///
 /// With `$13` (a scheduler enqueueing for workers), every new slot is decided `claim` whatever
 /// runs and inserted `pending` (attempt 0, no owner, no attempt row) with `next_attempt_at` at its
@@ -32,8 +33,10 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 ///   order), and `first` keeps one request per slot (a slot twice in a batch is won at most once).
 /// - `decided` applies the overlap policy to each request: unless it is `allow`, a request whose job
 ///   and partition has another run `running` with a fresh heartbeat (database clock, statement
-///   snapshot) is decided by its policy (`skip`, `buffer_one`, `replace`); any other is `claim`.
-///   The decision only matters for a new slot: an existing row is never changed by it.
+///   snapshot) is decided by its policy (`skip`, `buffer_one`, `replace`), or `busy` when it is
+///   made ahead of its instant; any other is `claim`. The decision only matters for a new slot:
+///   an existing row is never changed by it, and a `busy` slot is not inserted (the answer says
+///   `busy`, and its claimer asks again at the instant).
 /// - `ins` inserts every slot: `running` (attempt 1, the request's token) when decided `claim` or
 ///   `replace`, with this backend's presence key (`presence.rs`), `skipped` for `skip`, `pending`
 ///   with no `next_attempt_at` for `buffer_one` (attempt 0, no owner; they take the request's
@@ -79,11 +82,11 @@ WITH req AS (
             AND r.scheduled_at > {now} + $12 * interval '1 microsecond') AS not_due
     FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                 $7::timestamp[], $8::date[], $9::bigint[], $10::bigint[], $11::text[],
-                $14::text[], $15::text[], $16::text[])
+                $14::text[], $15::text[], $16::text[], $17::boolean[])
          WITH ORDINALITY
          AS r(job_name, scheduled_at, partition_key, trigger_kind, zone, wall_time,
               business_date, fingerprint, stale_after_us, overlap, nominal_dates, calendar_name,
-              calendar_version, ord)
+              calendar_version, ahead, ord)
 ),
 first AS (
     SELECT DISTINCT ON (job_name, scheduled_at, partition_key) *
@@ -103,7 +106,7 @@ decided AS (
                      AND o.status = 'running'
                      AND o.scheduled_at <> f.scheduled_at
                      AND o.heartbeat_at + o.stale_after >= {now}
-               ) THEN f.overlap
+               ) THEN CASE WHEN f.ahead THEN 'busy' ELSE f.overlap END
                ELSE 'claim'
            END AS decision
     FROM first f
@@ -134,6 +137,7 @@ ins AS (
            CASE WHEN decision IN ('skip', 'buffer_one') OR $13 THEN NULL ELSE {presence} END,
            nominal_dates, calendar_name, calendar_version
     FROM decided
+    WHERE decision <> 'busy'
     ORDER BY job_name, scheduled_at, partition_key
     ON CONFLICT (job_name, scheduled_at, partition_key) DO NOTHING
     RETURNING j.id, j.job_name, j.scheduled_at, j.partition_key, j.status, j.attempt,
@@ -251,6 +255,7 @@ SELECT r.ord,
             ELSE u.fencing_token END AS token,
        COALESCE(i.status, cur.status) AS seen_status,
        r.not_due,
+       COALESCE(d.decision = 'busy' AND cur.id IS NULL AND u.id IS NULL, false) AS busy,
        COALESCE(i.fencing_token = r.token AND i.next_attempt_at IS NOT NULL, false) AS queued,
        COALESCE(i.fencing_token = r.token, false) AS inserted,
        d.decision,

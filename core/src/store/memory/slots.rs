@@ -83,7 +83,7 @@ impl Inner {
                 })
             }
             SlotPlan::Insert(row) => self.insert(owner, request, row, now),
-            SlotPlan::NotDue | SlotPlan::Taken(_) => None,
+            SlotPlan::NotDue | SlotPlan::Busy | SlotPlan::Taken(_) => None,
         };
         let answer = plan.answer(lease);
         (plan, answer)

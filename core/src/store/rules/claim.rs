@@ -59,6 +59,10 @@ pub enum SlotPlan {
     NotDue,
     /// The row exists and is not claimable: nothing is written.
     Taken(RunStatus),
+    /// A request made [`ahead`](ClaimRequest::ahead) of its instant whose job and partition has
+    /// another run `running` with a fresh heartbeat (not `allow`): nothing is written, and the
+    /// caller claims again at the instant.
+    Busy,
     /// The row (its id) is `running` with a stale heartbeat: it gets a new attempt for the caller,
     /// its previous attempt closed `abandoned` ([`reason::HEARTBEAT_EXPIRED`]).
     TakeOver(i64),
@@ -81,6 +85,7 @@ impl ClaimPlan {
     pub fn answer(&self, lease: Option<Lease>) -> Claim {
         match (self.slot, lease) {
             (SlotPlan::NotDue, _) => Claim::NotDue,
+            (SlotPlan::Busy, _) => Claim::Busy,
             (SlotPlan::Taken(status), _) => Claim::Taken { status },
             (SlotPlan::Insert(NewRow::Queued), _) => Claim::Queued,
             (SlotPlan::Insert(row @ (NewRow::Skipped | NewRow::Waiting)), _) => Claim::Taken {
@@ -136,8 +141,10 @@ impl ClaimPlan {
 ///   worker recovers it), and otherwise taken.
 /// - Enqueueing queues a new slot whatever runs: the worker that picks it decides its overlap
 ///   ([`plan_due`](super::plan_due)).
-/// - A new slot whose job and partition has another run `running` with a fresh heartbeat is
-///   decided by the overlap policy: `skip` records it skipped; `buffer_one` lets it wait and the
+/// - A new slot requested [`ahead`](ClaimRequest::ahead) of its instant whose job and partition
+///   has another run `running` with a fresh heartbeat is busy (not `allow`): nothing is written.
+/// - Otherwise, a new slot whose job and partition has another run `running` with a fresh
+///   heartbeat is decided by the overlap policy: `skip` records it skipped; `buffer_one` lets it wait and the
 ///   older waiting slots give way; `replace` stops every running run and runs it; `allow` runs it.
 /// - A new slot that runs under `skip` or `buffer_one` (claims only) fences the stale running runs
 ///   of its job and partition.
@@ -177,6 +184,7 @@ pub fn plan_claim(
             .collect()
     };
     match (busy, request.overlap) {
+        (true, _) if request.ahead => slot(SlotPlan::Busy),
         (true, Overlap::Skip) => slot(SlotPlan::Insert(NewRow::Skipped)),
         (true, Overlap::BufferOne) => ClaimPlan {
             slot: SlotPlan::Insert(NewRow::Waiting),
