@@ -48,6 +48,7 @@ impl Admin {
             overlap: Overlap::Skip,
             calendar: None,
             ahead: false,
+            defer_if_contended: false,
         };
         let written = self
             .store

@@ -305,6 +305,7 @@ impl Admin {
             overlap: Overlap::Allow,
             calendar: None,
             ahead: false,
+            defer_if_contended: false,
         }
     }
 }

@@ -80,6 +80,7 @@ async fn failed(backend: &MemoryBackend, job: &str, slot: DateTime<Utc>, partiti
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

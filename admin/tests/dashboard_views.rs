@@ -64,6 +64,7 @@ async fn setup() -> (MemoryBackend, Admin, Router) {
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     };
     let claims = backend.claim("replica-a", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

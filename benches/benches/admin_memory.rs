@@ -203,6 +203,7 @@ async fn enqueue(
                 overlap: slotguard::Overlap::Allow,
                 calendar: None,
                 ahead: false,
+                defer_if_contended: false,
             },
             not_before: at,
         })

@@ -13,8 +13,11 @@
 //! Every store call goes through [`Counting`], a backend wrapper that forwards every method of every
 //! store trait (no store trait has a default method, so a method it left out would not compile):
 //! the slot work is counted per method with its items and timed, every other call is counted by
-//! name, so the figures are the calls the runtime really makes.
-//! Override the server with `SLOTGUARD_TEST_DATABASE_URL`.
+//! name, so the figures are the calls the runtime really makes. The storm also tallies the claims'
+//! answers (won, taken, contended, failed); with `SG_BENCH_CLAIMS` set it prints every `try_lock`
+//! and claim call to stderr (when, how long, how many, what came back).
+//! Override the server with `SLOTGUARD_TEST_DATABASE_URL`: a 10,000-job storm needs a lock table
+//! larger than the default one (`max_locks_per_transaction`, see docs/guards.md).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -89,6 +92,20 @@ struct Call {
 struct Stats {
     calls: [Mutex<Vec<Call>>; OPS],
     others: Mutex<HashMap<&'static str, usize>>,
+    /// The claims' answers, by kind.
+    answers: Mutex<HashMap<&'static str, usize>>,
+}
+
+/// The kind of a claim's answer.
+fn answer_label(answer: &Claim) -> &'static str {
+    match answer {
+        Claim::Won(_) => "won",
+        Claim::Taken { .. } => "taken",
+        Claim::Contended => "contended",
+        Claim::Busy => "busy",
+        Claim::NotDue => "not_due",
+        _ => "other",
+    }
 }
 
 impl Stats {
@@ -154,8 +171,40 @@ impl<B: Backend> SlotStore for Counting<B> {
         owner: &str,
         requests: &[ClaimRequest],
     ) -> Result<Vec<Claim>, StoreError> {
-        self.timed(Op::Claim, requests.len(), self.inner.claim(owner, requests))
-            .await
+        let at = Utc::now();
+        let answers = self
+            .timed(Op::Claim, requests.len(), self.inner.claim(owner, requests))
+            .await;
+        if let Err(e) = &answers {
+            *lock(&self.stats.answers).entry("error").or_default() += 1;
+            if std::env::var_os("SG_BENCH_CLAIMS").is_some() {
+                eprintln!("claim {owner} at {} failed: {e}", at.format("%S%.3f"));
+            }
+        }
+        if let Ok(answers) = &answers {
+            let mut tally = lock(&self.stats.answers);
+            for answer in answers {
+                *tally.entry(answer_label(answer)).or_default() += 1;
+            }
+            if std::env::var_os("SG_BENCH_CLAIMS").is_some() {
+                let won = answers
+                    .iter()
+                    .filter(|a| matches!(a, Claim::Won(_)))
+                    .count();
+                let cont = answers
+                    .iter()
+                    .filter(|a| matches!(a, Claim::Contended))
+                    .count();
+                let defer = requests.iter().filter(|r| r.defer_if_contended).count();
+                eprintln!(
+                    "claim {owner} at {} took {:?} n={} won={won} contended={cont} defer={defer}",
+                    at.format("%S%.3f"),
+                    (Utc::now() - at).to_std().unwrap_or_default(),
+                    requests.len()
+                );
+            }
+        }
+        answers
     }
 
     async fn claim_due(
@@ -368,8 +417,20 @@ impl<B: Backend> LockStore for Counting<B> {
         owner: &str,
         keys: &[i64],
     ) -> Result<Vec<Option<LockLease>>, StoreError> {
-        self.timed(Op::TryLock, keys.len(), self.inner.try_lock(owner, keys))
-            .await
+        let at = Utc::now();
+        let got = self
+            .timed(Op::TryLock, keys.len(), self.inner.try_lock(owner, keys))
+            .await;
+        if std::env::var_os("SG_BENCH_CLAIMS").is_some() {
+            let n = got.as_ref().map_or(0, |g| g.iter().flatten().count());
+            eprintln!(
+                "lock  {owner} at {} took {:?} n={} got={n}",
+                at.format("%S%.3f"),
+                (Utc::now() - at).to_std().unwrap_or_default(),
+                keys.len()
+            );
+        }
+        got
     }
 
     async fn break_stale_locks(
@@ -825,8 +886,12 @@ async fn claim_storm(schema: &Schema) {
     );
     let mut totals = [0usize; OPS];
     let mut others: HashMap<&'static str, usize> = HashMap::new();
+    let mut answers: HashMap<&'static str, usize> = HashMap::new();
     for (r, replica) in replicas.iter().enumerate() {
         let s = &replica.stats;
+        for (kind, n) in lock(&s.answers).iter() {
+            *answers.entry(kind).or_default() += n;
+        }
         for (method, n) in s.others() {
             *others.entry(method).or_default() += n;
         }
@@ -893,6 +958,10 @@ async fn claim_storm(schema: &Schema) {
     others.sort_by_key(|(method, n)| (std::cmp::Reverse(*n), *method));
     let others: Vec<String> = others.iter().map(|(m, n)| format!("{m} {n}")).collect();
     println!("other calls, all replicas: {}", others.join(", "));
+    let mut answers: Vec<_> = answers.into_iter().collect();
+    answers.sort_by_key(|(kind, n)| (std::cmp::Reverse(*n), *kind));
+    let answers: Vec<String> = answers.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    println!("claim answers, all replicas: {}", answers.join(", "));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1121,6 +1190,7 @@ async fn claim_in_isolation(schema: &Schema) {
             overlap: slotguard::Overlap::Skip,
             calendar: None,
             ahead: false,
+            defer_if_contended: false,
         }
     };
     // Opens the pool's connection, so that no timed claim pays for it.

@@ -170,6 +170,7 @@ fn request(job: &str, at: DateTime<Utc>, partition: String) -> ClaimRequest {
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -183,12 +183,26 @@ pub(crate) enum Work {
         /// Offered to the chain ahead of its instant (`claim_ahead`): a layer that finds another
         /// run of the job going sends it back to be offered again at the instant.
         ahead: bool,
+        /// How many times its claim was sent back because another claim of its job was in flight
+        /// ([`Claim::Contended`](crate::store::Claim::Contended)); from [`MAX_CONTENDED`] on, the
+        /// claim waits for the other one instead.
+        contended: u8,
+        /// Let through the lock layer with its job's lock held elsewhere (a later look, where the
+        /// row decides): its claim gives way to a claim of the job in flight, which is nearly
+        /// always the lock holder's. A claim made holding the lock waits for the other one.
+        lock_elsewhere: bool,
     },
     /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
     /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
     /// runs per round.
     Due { limit: usize },
 }
+
+/// How many times a slot's claim may be sent back because another claim of its job was in flight
+/// (each time it is looked at again after the second look's wait, 250 ms); after that its
+/// claim waits for the other one. Bounded, so that a job claimed without pause elsewhere still has
+/// its slot decided.
+pub(crate) const MAX_CONTENDED: u8 = 2;
 
 /// Work for one job on its way through the job's guard chain.
 #[derive(Clone)]
@@ -222,6 +236,8 @@ impl Candidate {
                 looks: 0,
                 calendar,
                 ahead: false,
+                contended: 0,
+                lock_elsewhere: false,
             },
             span: tracing::Span::none(),
         }
@@ -283,6 +299,28 @@ impl Candidate {
         }
     }
 
+    /// Counts a claim sent back because another claim of its job was in flight.
+    pub(crate) fn contended(&mut self) {
+        if let Work::Slot { contended, .. } = &mut self.work {
+            *contended = contended.saturating_add(1);
+        }
+    }
+
+    /// Notes whether the lock layer let this slot through with its lock held elsewhere.
+    pub(crate) fn set_lock_elsewhere(&mut self, elsewhere: bool) {
+        if let Work::Slot { lock_elsewhere, .. } = &mut self.work {
+            *lock_elsewhere = elsewhere;
+        }
+    }
+
+    /// Makes this slot's claim wait for another claim of its job in flight, never answered
+    /// [`Claim::Contended`](crate::store::Claim::Contended): for a caller that does not look again.
+    pub(crate) fn never_defer(&mut self) {
+        if let Work::Slot { contended, .. } = &mut self.work {
+            *contended = MAX_CONTENDED;
+        }
+    }
+
     /// Whether this is a second (or later) look at a slot.
     pub(crate) fn is_recheck(&self) -> bool {
         matches!(self.work, Work::Slot { looks, .. } if looks > 0)
@@ -303,6 +341,8 @@ impl Candidate {
             partition,
             calendar,
             ahead,
+            contended,
+            lock_elsewhere,
             ..
         } = &self.work
         else {
@@ -323,6 +363,7 @@ impl Candidate {
             overlap: self.job.overlap,
             calendar: calendar.as_deref().cloned(),
             ahead: *ahead,
+            defer_if_contended: *lock_elsewhere && *contended < MAX_CONTENDED,
         })
     }
 }

@@ -30,6 +30,7 @@ async fn succeeded(store: &MemoryBackend, job: &str, slot: DateTime<Utc>) {
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     };
     let claims = store.claim("by-hand", &[request]).await.unwrap();
     let [Claim::Won(lease)] = claims.as_slice() else {

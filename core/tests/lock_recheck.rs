@@ -104,6 +104,7 @@ async fn a_slot_whose_lock_is_held_for_another_running_slot_is_recorded_skipped(
         overlap: Overlap::Skip,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     };
     store.claim("other", &[request]).await.unwrap();
     sleep(5.0).await;

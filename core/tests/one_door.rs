@@ -133,6 +133,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         overlap: Overlap::Skip,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -334,6 +334,7 @@ async fn heartbeat_loss_after_takeover_tells_the_job_and_refuses_its_outcome() {
         overlap: slotguard::Overlap::Skip,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     };
     use slotguard::store::SlotStore;
     let claims = backend.claim("b", &[request]).await.unwrap();

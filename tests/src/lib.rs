@@ -43,6 +43,7 @@ pub fn request(job: &str, scheduled_at: &str, stale_after: Duration) -> ClaimReq
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -62,6 +62,7 @@ fn request(job: &str, slot: DateTime<Utc>) -> ClaimRequest {
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -72,6 +72,7 @@ pub(crate) fn claim_request(job: &str, slot: DateTime<Utc>, partition: &str) -> 
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -3,21 +3,28 @@
 //! binds the requests, reads the answers, and logs the events the rules imply from what the
 //! statement says it did.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use slotguard::Overlap;
 use slotguard::store::rules::Event;
 use slotguard::store::{
     CalendarStamp, Claim, ClaimRequest, DueClaim, DueSpec, Lease, RunStatus, SlotKey, StoreError,
 };
-use sqlx::Row;
 use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::error::PgError;
-use crate::sql::claim::LOCK_JOBS;
+use crate::sql::claim::{LOCK_JOBS, TRY_LOCK_JOBS};
 use crate::sql::sql;
 use crate::{MAX_STALE_AFTER, PgBackend, inspect, micros, spec_columns};
 
 impl PgBackend {
     /// `CLAIM` for `requests`: claimed for `owner`, or with `queue` enqueued for workers.
+    ///
+    /// Requests that wait for a claim of their job in flight and requests that give way to it
+    /// ([`defer_if_contended`](ClaimRequest::defer_if_contended)) go in transactions of their own,
+    /// those that give way first: they never wait, so a batch's waiting part never holds them up.
     pub(crate) async fn claim_rows(
         &self,
         owner: &str,
@@ -30,42 +37,131 @@ impl PgBackend {
         if !queue {
             self.hold_presence();
         }
-        let n = requests.len();
-        let cols = RequestColumns::new(requests);
-        let overlaps: Vec<&str> = requests.iter().map(|r| r.overlap.as_str()).collect();
-        let exclusive: Vec<&str> = requests
+        let waits = |r: &ClaimRequest| queue || !r.defer_if_contended;
+        if requests.iter().all(waits) {
+            return self.claim_waiting(owner, requests, queue).await;
+        }
+        if !requests.iter().any(waits) {
+            return self.claim_giving_way(owner, requests).await;
+        }
+        let (wait, give): (Vec<ClaimRequest>, Vec<ClaimRequest>) =
+            requests.iter().cloned().partition(waits);
+        let mut gave = self.claim_giving_way(owner, &give).await?.into_iter();
+        let mut waited = self.claim_waiting(owner, &wait, queue).await?.into_iter();
+        let answers: Option<Vec<Claim>> = requests
             .iter()
-            .filter(|r| r.overlap != Overlap::Allow)
-            .map(|r| r.key.job.as_str())
+            .map(|r| if waits(r) { waited.next() } else { gave.next() })
             .collect();
-        let query = cols
-            .bind(sqlx::query(sql(&self.inner.statements.claim)).bind(owner))
-            .bind(&overlaps)
-            .bind(max_early_us())
-            .bind(queue);
-        let ahead: Vec<bool> = requests.iter().map(|r| r.ahead).collect();
-        let query = cols.bind_calendars(query).bind(&ahead);
-        let rows = self.fetch_serialized(&exclusive, query).await?;
-        if rows.len() != n {
+        answers.ok_or_else(|| StoreError::rejected("claim answered too few rows"))
+    }
+
+    /// `CLAIM` after the claim locks of the jobs whose overlap is not `allow`, waiting for them.
+    async fn claim_waiting(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+        queue: bool,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let args = ClaimArgs::new(requests);
+        let query = args.query(sql(&self.inner.statements.claim), owner, queue);
+        let rows = self
+            .fetch_serialized(&exclusive_jobs(requests), query)
+            .await?;
+        self.answers(&rows, &requests.iter().collect::<Vec<_>>())
+    }
+
+    /// `CLAIM` for the requests whose jobs' claim locks are free; [`Claim::Contended`] for the
+    /// others, with nothing written for them.
+    async fn claim_giving_way(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+    ) -> Result<Vec<Claim>, StoreError> {
+        let exclusive = exclusive_jobs(requests);
+        if exclusive.is_empty() {
+            return self.claim_waiting(owner, requests, false).await;
+        }
+        let (contended, rows) = self.claim_uncontended(owner, requests, &exclusive).await?;
+        let claimed: Vec<&ClaimRequest> = requests
+            .iter()
+            .zip(&contended)
+            .filter_map(|(r, c)| (!c).then_some(r))
+            .collect();
+        let mut answers = self.answers(&rows, &claimed)?.into_iter();
+        let answers: Option<Vec<Claim>> = contended
+            .iter()
+            .map(|&c| {
+                if c {
+                    Some(Claim::Contended)
+                } else {
+                    answers.next()
+                }
+            })
+            .collect();
+        answers.ok_or_else(|| StoreError::rejected("claim answered too few rows"))
+    }
+
+    /// The answers of `CLAIM`'s `rows` to `requests`, in order; logs the events they imply.
+    fn answers(
+        &self,
+        rows: &[PgRow],
+        requests: &[&ClaimRequest],
+    ) -> Result<Vec<Claim>, StoreError> {
+        if rows.len() != requests.len() {
             return Err(StoreError::rejected(format!(
-                "claim answered {} rows for {n} requests",
-                rows.len()
+                "claim answered {} rows for {} requests",
+                rows.len(),
+                requests.len()
             )));
         }
-        let answers = rows
-            .iter()
-            .zip(requests)
-            .map(|(row, request)| claim_answer(row, &request.key))
-            .collect::<Result<Vec<_>, PgError>>()?;
+        let mut answers = Vec::with_capacity(rows.len());
         for (row, request) in rows.iter().zip(requests) {
             Event::emit_all(&claim_events(row, request)?);
-        }
-        for answer in &answers {
-            if let Claim::Won(lease) = answer {
+            let answer = claim_answer(row, &request.key)?;
+            if let Claim::Won(lease) = &answer {
                 self.inner.watch.saw_token(lease.token);
             }
+            answers.push(answer);
         }
         Ok(answers)
+    }
+
+    /// `CLAIM` for the requests whose jobs' claim locks are free ([`TRY_LOCK_JOBS`], in one
+    /// transaction with the claim): whether each request's job was contended (another claim of it
+    /// in flight; not claimed), and the answer rows of the others, in order. Nothing waits for a
+    /// lock, so claims of overlapping sets of jobs never queue behind each other.
+    async fn claim_uncontended(
+        &self,
+        owner: &str,
+        requests: &[ClaimRequest],
+        exclusive: &[&str],
+    ) -> Result<(Vec<bool>, Vec<PgRow>), PgError> {
+        let p = self.prepared();
+        let mut tx = self.begin().await?;
+        let busy: Vec<String> = sqlx::query_scalar(TRY_LOCK_JOBS)
+            .persistent(p)
+            .bind(exclusive)
+            .fetch_all(&mut *tx)
+            .await?;
+        let busy: HashSet<String> = busy.into_iter().collect();
+        let contended: Vec<bool> = requests
+            .iter()
+            .map(|r| r.overlap != Overlap::Allow && busy.contains(&r.key.job))
+            .collect();
+        let kept: Vec<ClaimRequest> = requests
+            .iter()
+            .zip(&contended)
+            .filter(|(_, c)| !**c)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let mut rows = Vec::new();
+        if !kept.is_empty() {
+            let args = ClaimArgs::new(&kept);
+            let query = args.query(sql(&self.inner.statements.claim), owner, false);
+            rows = query.persistent(p).fetch_all(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok((contended, rows))
     }
 
     /// `CLAIM_DUE`: the runs claimed for `owner`; the runs it buried are logged.
@@ -194,6 +290,15 @@ impl PgBackend {
         tx.commit().await?;
         Ok((decided, claimed))
     }
+}
+
+/// The jobs of `requests` whose overlap is not `allow`: their claims take the jobs' claim locks.
+fn exclusive_jobs(requests: &[ClaimRequest]) -> Vec<&str> {
+    requests
+        .iter()
+        .filter(|r| r.overlap != Overlap::Allow)
+        .map(|r| r.key.job.as_str())
+        .collect()
 }
 
 /// A query with its arguments bound.
@@ -345,6 +450,41 @@ fn due_row(row: &PgRow) -> Result<(bool, u32, DueClaim), PgError> {
 /// take it.
 pub(crate) fn max_early_us() -> i64 {
     i64::try_from(slotguard::store::MAX_EARLY.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// What `CLAIM` takes for a batch of requests: the request columns and the two per-request
+/// arrays of its own (overlap policies, whether made ahead).
+struct ClaimArgs<'a> {
+    cols: RequestColumns<'a>,
+    overlaps: Vec<&'a str>,
+    ahead: Vec<bool>,
+}
+
+impl<'a> ClaimArgs<'a> {
+    fn new(requests: &'a [ClaimRequest]) -> Self {
+        ClaimArgs {
+            cols: RequestColumns::new(requests),
+            overlaps: requests.iter().map(|r| r.overlap.as_str()).collect(),
+            ahead: requests.iter().map(|r| r.ahead).collect(),
+        }
+    }
+
+    /// `statement` (`CLAIM`) with every parameter bound: claimed for `owner`, or with `queue`
+    /// enqueued.
+    fn query<'q>(
+        &'q self,
+        statement: AssertSqlSafe<Arc<str>>,
+        owner: &'q str,
+        queue: bool,
+    ) -> PgQuery<'q> {
+        let query = self
+            .cols
+            .bind(sqlx::query(statement).bind(owner))
+            .bind(&self.overlaps)
+            .bind(max_early_us())
+            .bind(queue);
+        self.cols.bind_calendars(query).bind(&self.ahead)
+    }
 }
 
 /// The fields of a batch of requests, one array per column, as `CLAIM` and `RECORD_SKIPPED` take

@@ -324,6 +324,7 @@ fn request(job: &str, slot: &str) -> ClaimRequest {
         overlap: Overlap::Allow,
         calendar: None,
         ahead: false,
+        defer_if_contended: false,
     }
 }
 

@@ -55,6 +55,9 @@ pub enum SkipReason {
     /// Claimed ahead of its instant while another run of the job was going (`slot`): claimed again
     /// at the instant, where the overlap policy decides.
     Busy,
+    /// Another claim of the job was in flight (`slot`, PostgreSQL): nothing was written; the slot
+    /// is looked at again shortly, when that claim's row can be seen.
+    Contended,
     /// The scheduler is shutting down and claims nothing new.
     ShuttingDown,
     /// The store could not be reached; nothing was claimed.
@@ -79,6 +82,9 @@ impl fmt::Display for SkipReason {
             SkipReason::Busy => f.write_str(
                 "a previous run is still going ahead of the slot's instant; claimed again at the instant",
             ),
+            SkipReason::Contended => f.write_str(
+                "another claim of the job was in flight; looked at again when it has committed",
+            ),
             SkipReason::ShuttingDown => f.write_str("scheduler is shutting down"),
             SkipReason::StoreUnavailable(e) => write!(f, "store unavailable: {e}"),
         }
@@ -95,6 +101,7 @@ impl SkipReason {
             SkipReason::Overlap(_) => "overlap",
             SkipReason::NotDue => "not_due",
             SkipReason::Busy => "busy_ahead",
+            SkipReason::Contended => "contended",
             SkipReason::ShuttingDown => "shutting_down",
             SkipReason::StoreUnavailable(_) => "store_unavailable",
         }

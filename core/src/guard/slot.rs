@@ -94,6 +94,7 @@ impl SlotGuard {
                 Claim::Taken { .. } | Claim::Queued => Decision::Skip(SkipReason::AlreadyClaimed),
                 Claim::NotDue => Decision::Skip(SkipReason::NotDue),
                 Claim::Busy => Decision::Skip(SkipReason::Busy),
+                Claim::Contended => Decision::Skip(SkipReason::Contended),
             })
             .collect()
     }

@@ -53,6 +53,8 @@ pub(crate) async fn run(
         return Err(RunOnceError::NotDue { slot, now });
     }
     let mut candidate = Candidate::planned(entry, at, Arc::from(""), rt.calendar_stamp(i, &at));
+    // This process follows the row itself: its claim waits for another claim of the job in flight.
+    candidate.never_defer();
     if crate::runtime::window::window_closed(&candidate, now) {
         chain::record_too_late(rt, &candidate).await;
         return Ok(RunOnce::TooLate { slot });

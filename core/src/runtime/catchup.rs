@@ -182,6 +182,7 @@ fn paced(missed: &[Missed], now: DateTime<Utc>, per_second: f64) -> Vec<Enqueue>
                     overlap: job.overlap,
                     calendar: calendar.as_deref().cloned(),
                     ahead: false,
+                    defer_if_contended: false,
                 },
                 not_before: now
                     + chrono::Duration::from_std(offset).unwrap_or(chrono::Duration::MAX / 2),

@@ -38,7 +38,8 @@ pub(crate) struct Admission {
     /// Admitted by every layer: run them.
     pub(crate) runs: Vec<Admitted>,
     /// `slot`-level slots to look at again shortly: their lock was held elsewhere at the first
-    /// look, or this process's flag was up without a body of the job running.
+    /// look, this process's flag was up without a body of the job running, or another claim of
+    /// their job was in flight.
     pub(crate) deferred: Vec<Candidate>,
     /// Slot work the store could not be asked about: claim it when the store is back.
     pub(crate) unavailable: Vec<Candidate>,
@@ -76,10 +77,20 @@ pub(crate) async fn admit(rt: &Runtime, batch: Vec<Candidate>) -> Admission {
         let candidates: Vec<&Candidate> = indices.iter().map(|&i| &held[i].0).collect();
         let decisions = guard.acquire(&candidates).await;
         let mut leaving = Vec::new();
+        let lock = guard.level() == GuardLevel::Lock;
         for (&i, decision) in indices.iter().zip(decisions) {
             match decision {
-                Decision::Admit(permit) => held[i].1.push(permit),
-                Decision::Pass => {}
+                Decision::Admit(permit) => {
+                    if lock {
+                        held[i].0.set_lock_elsewhere(false);
+                    }
+                    held[i].1.push(permit);
+                }
+                Decision::Pass => {
+                    if lock {
+                        held[i].0.set_lock_elsewhere(true);
+                    }
+                }
                 other => leaving.push((i, other)),
             }
         }
@@ -236,6 +247,15 @@ async fn refused(
         out.at_instant.push(candidate);
         return;
     }
+    if reason == SkipReason::Contended {
+        let (job, slot) = (&candidate.job.name, candidate.slot_at());
+        tracing::debug!(event = "job_claim_deferred", %job, ?slot, reason = reason.label(), "another claim of the job was in flight; looked at again shortly");
+        release(permits, &abandoned(reason.label())).await;
+        let mut candidate = candidate;
+        candidate.contended();
+        out.deferred.push(candidate);
+        return;
+    }
     skip(&candidate, permits, &reason).await;
     let in_body = candidate
         .job
@@ -308,7 +328,10 @@ async fn skip(candidate: &Candidate, permits: Vec<Box<dyn Permit>>, reason: &Ski
     }
     let slot = candidate.slot_at();
     match reason {
-        SkipReason::AlreadyClaimed | SkipReason::LockedElsewhere | SkipReason::Busy => {
+        SkipReason::AlreadyClaimed
+        | SkipReason::LockedElsewhere
+        | SkipReason::Busy
+        | SkipReason::Contended => {
             tracing::debug!(event = "job_claim_skipped", %job, ?slot, reason = reason.label(), "{reason}");
         }
         SkipReason::RunningHere | SkipReason::ShuttingDown | SkipReason::Overlap(_) => {

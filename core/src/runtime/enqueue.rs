@@ -95,7 +95,7 @@ fn log(requests: &[ClaimRequest], answers: &[Claim]) {
             Claim::NotDue => {
                 tracing::warn!(event = "job_enqueue_skipped", %job, %slot, reason = "not_due", "the store's clock says the slot is not due yet; this replica's clock is ahead");
             }
-            Claim::Won(_) | Claim::Busy => {}
+            Claim::Won(_) | Claim::Busy | Claim::Contended => {}
         }
     }
 }

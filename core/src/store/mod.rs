@@ -94,6 +94,10 @@ pub struct ClaimRequest {
     /// caller claims again at the instant, where the policy decides: an early claim never decides
     /// an overlap that the running run might end before the instant.
     pub ahead: bool,
+    /// The caller asks again shortly when the answer is [`Claim::Contended`]: a store whose claims
+    /// of one job take turns may then answer that for a request whose job another claim is
+    /// deciding right now, instead of waiting for it. `false` makes the store wait.
+    pub defer_if_contended: bool,
 }
 
 /// A claimed attempt of a run. Every write about it carries its fencing token, and the writes that
@@ -144,6 +148,10 @@ pub enum Claim {
     /// A request made [`ahead`](ClaimRequest::ahead) of its instant found another run of its job
     /// and partition running: nothing was written; claim it again at the instant.
     Busy,
+    /// A request that may [defer](ClaimRequest::defer_if_contended) found another claim of its job
+    /// in flight (usually of the same slot, by another replica): nothing was written; ask again
+    /// shortly, when that claim has committed and its row can be seen.
+    Contended,
     /// [`QueueStore::enqueue_slots`] wrote the slot as a `pending` row, due at its instant, for a
     /// worker to claim with [`SlotStore::claim_due`].
     Queued,
@@ -387,6 +395,10 @@ pub trait SlotStore: Send + Sync + 'static {
     /// - Any other existing row is [`Claim::Taken`] with its status.
     /// - Before all of that, a [`Trigger::Schedule`] slot more than [`MAX_EARLY`] ahead of the
     ///   store's clock is [`Claim::NotDue`], and nothing is written for it.
+    /// - A store whose claims of one job wait for each other (PostgreSQL's per-job claim locks) may
+    ///   answer [`Claim::Contended`], writing nothing, for a request that
+    ///   [may defer](ClaimRequest::defer_if_contended) while another claim of its job is in flight;
+    ///   the memory and SQLite stores never do (their claims run one at a time).
     ///
     /// A batch holds at most one request per job and partition.
     ///

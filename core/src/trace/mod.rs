@@ -139,6 +139,7 @@ pub(crate) fn enqueued(span: &Span, answer: &Claim) {
         Claim::Taken { .. } => "taken",
         Claim::NotDue => "not_due",
         Claim::Busy => "busy",
+        Claim::Contended => "contended",
         Claim::Won(_) => "won",
     };
     span.record("answer", answer);

@@ -13,20 +13,31 @@ use slotguard::store::{
 
 /// The memory store, with faults: claims answered `claim_delay` late; the first `finish_failures`
 /// outcome writes meet an unavailable store; while `cut_off`, every heartbeat hangs for good and
-/// every outcome write fails.
+/// every outcome write fails; while `contended`, every claim request that may defer is answered
+/// `Contended` (another claim of its job in flight, as PostgreSQL answers it), and `defers` keeps
+/// each request's `defer_if_contended`.
 #[derive(Default)]
 pub(crate) struct Faulty {
     pub(crate) inner: Arc<MemoryBackend>,
     pub(crate) claim_delay: Duration,
+    pub(crate) contended: AtomicBool,
+    pub(crate) defers: std::sync::Mutex<Vec<bool>>,
     pub(crate) finish_failures: AtomicU32,
     pub(crate) cut_off: AtomicBool,
 }
 
 impl Faulty {
     /// `self` as the slot store of a [`Store`] whose other capabilities are `self.inner`'s.
+    #[allow(dead_code)] // not every test file that includes this uses it
     pub(crate) fn into_store(self) -> Store {
-        let m = Arc::clone(&self.inner);
-        Store::new("faulty", Arc::new(self))
+        Self::store_of(&Arc::new(self))
+    }
+
+    /// The [`Store`] of a shared `Faulty`, which the test keeps to look at.
+    #[allow(dead_code)] // not every test file that includes this uses it
+    pub(crate) fn store_of(this: &Arc<Self>) -> Store {
+        let m = Arc::clone(&this.inner);
+        Store::new("faulty", Arc::clone(this) as _)
             .with_locks(Arc::clone(&m) as _)
             .with_checkpoints(Arc::clone(&m) as _)
             .with_clock(Arc::clone(&m) as _)
@@ -43,6 +54,13 @@ impl Faulty {
 #[async_trait]
 impl SlotStore for Faulty {
     async fn claim(&self, owner: &str, r: &[ClaimRequest]) -> Result<Vec<Claim>, StoreError> {
+        self.defers
+            .lock()
+            .unwrap()
+            .extend(r.iter().map(|r| r.defer_if_contended));
+        if self.contended.load(Ordering::Acquire) && r.iter().all(|r| r.defer_if_contended) {
+            return Ok(r.iter().map(|_| Claim::Contended).collect());
+        }
         let answer = self.inner.claim(owner, r).await;
         tokio::time::sleep(self.claim_delay).await;
         answer

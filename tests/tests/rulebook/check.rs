@@ -185,10 +185,11 @@ fn model_step(model: &mut Model, op: &Op, ctx: &Ctx<'_>) -> (Seen, Vec<Vec<Lease
             slot,
             overlap,
             ahead,
+            defer,
         } => {
             let (answers, events) = model.claim(
                 OWNERS[*owner],
-                &[slot.claim(ctx.base, *overlap, *ahead)],
+                &[slot.claim(ctx.base, *overlap, (*ahead, *defer))],
                 Mode::Claim,
             );
             let (seen, leases) = claims(&answers);
@@ -264,10 +265,14 @@ async fn store_step(store: &Store, op: &Op, ctx: &Ctx<'_>) -> Result<(Seen, Vec<
             slot,
             overlap,
             ahead,
+            defer,
         } => claims(
-            &b.claim(OWNERS[*owner], &[slot.claim(ctx.base, *overlap, *ahead)])
-                .await
-                .map_err(failed)?,
+            &b.claim(
+                OWNERS[*owner],
+                &[slot.claim(ctx.base, *overlap, (*ahead, *defer))],
+            )
+            .await
+            .map_err(failed)?,
         ),
         Op::Enqueue { slot, overlap } => {
             let answers = b

@@ -51,6 +51,9 @@ pub(crate) enum Op {
         overlap: Overlap,
         /// Claimed ahead of the slot's instant (`ClaimRequest::ahead`).
         ahead: bool,
+        /// May be answered `Contended` (`ClaimRequest::defer_if_contended`): one claim at a
+        /// time here, so never; PostgreSQL then takes its claim locks without waiting.
+        defer: bool,
     },
     /// A scheduler queues a slot (`enqueue_slots`).
     Enqueue { slot: Slot, overlap: Overlap },
@@ -106,13 +109,20 @@ impl Slot {
             overlap,
             calendar: None,
             ahead: false,
+            defer_if_contended: false,
         }
     }
 
-    /// The claim of the slot, made ahead of its instant or not.
-    pub(crate) fn claim(&self, base: DateTime<Utc>, overlap: Overlap, ahead: bool) -> ClaimRequest {
+    /// The claim of the slot, made ahead of its instant or not, and allowed to defer or not.
+    pub(crate) fn claim(
+        &self,
+        base: DateTime<Utc>,
+        overlap: Overlap,
+        (ahead, defer_if_contended): (bool, bool),
+    ) -> ClaimRequest {
         ClaimRequest {
             ahead,
+            defer_if_contended,
             ..self.request(base, overlap)
         }
     }
@@ -175,7 +185,7 @@ fn end() -> impl Strategy<Value = End> {
 fn op() -> impl Strategy<Value = Op> {
     let owner = || 0..OWNERS.len();
     prop_oneof![
-        5 => (owner(), slot(), overlap(), any::<bool>()).prop_map(|(owner, slot, overlap, ahead)| Op::Claim { owner, slot, overlap, ahead }),
+        5 => (owner(), slot(), overlap(), any::<bool>(), any::<bool>()).prop_map(|(owner, slot, overlap, ahead, defer)| Op::Claim { owner, slot, overlap, ahead, defer }),
         2 => (slot(), overlap()).prop_map(|(slot, overlap)| Op::Enqueue { slot, overlap }),
         1 => slot().prop_map(|slot| Op::Skip { slot }),
         1 => (owner(), slot()).prop_map(|(owner, slot)| Op::Future { owner, slot }),

@@ -10,6 +10,15 @@ SELECT count(pg_advisory_xact_lock(1936486260, k))
 FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY k) AS keys
 ";
 
+/// Tries the transaction-level claim lock of each job in `$1` (the keys of [`LOCK_JOBS`]) without
+/// waiting, and answers the jobs whose lock another transaction holds: another claim of the job
+/// is in flight. Nothing waits, so the order of the keys does not matter.
+pub(crate) const TRY_LOCK_JOBS: &str = "
+SELECT j
+FROM (SELECT DISTINCT j FROM unnest($1::text[]) AS u(j)) AS jobs
+WHERE NOT pg_try_advisory_xact_lock(1936486260, hashtext(j))
+";
+
 /// Claims a batch of slots in one statement.
 ///
 /// Parameters: `$1` owner, then one array per request field, all of the batch's length: `$2` job
@@ -74,7 +83,10 @@ FROM (SELECT DISTINCT hashtext(j) AS k FROM unnest($1::text[]) AS u(j) ORDER BY 
 /// one job and partition at the same instant would not see each other's uncommitted rows. So the
 /// backend runs `CLAIM` and `CLAIM_DUE` after [`LOCK_JOBS`] in one transaction for every job whose
 /// overlap is not `allow`: the second claimer of a job waits for the first to commit, and its
-/// statement's snapshot, taken after the wait, sees the first one's rows.
+/// statement's snapshot, taken after the wait, sees the first one's rows. A batch whose requests
+/// may all defer (`ClaimRequest::defer_if_contended`) takes the locks with [`TRY_LOCK_JOBS`]
+/// instead and leaves out the jobs whose lock is held (answered `Contended`, nothing written): its
+/// snapshot, taken after the locks, then sees every committed claim of the jobs it kept.
 pub(crate) const CLAIM: &str = r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token,

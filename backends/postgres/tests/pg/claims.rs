@@ -610,6 +610,9 @@ async fn different_slots_of_one_job_claimed_together_run_one_at_a_time() {
     }
     let mut both_ran = 0;
     for round in 0..40 {
+        // Half the rounds may defer (`TRY_LOCK_JOBS`): one of them is then `Contended`, or sees
+        // the other's run; never both run.
+        let defer = round % 2 == 1;
         let job = format!("together_{round}");
         let barrier = Arc::new(Barrier::new(2));
         let mut set = JoinSet::new();
@@ -621,6 +624,7 @@ async fn different_slots_of_one_job_claimed_together_run_one_at_a_time() {
                 Duration::from_secs(60),
             );
             req.overlap = slotguard::Overlap::BufferOne;
+            req.defer_if_contended = defer;
             set.spawn(async move {
                 barrier.wait().await;
                 let claim = replica
@@ -641,5 +645,75 @@ async fn different_slots_of_one_job_claimed_together_run_one_at_a_time() {
     for replica in replicas {
         replica.close().await;
     }
+    backend.close().await;
+}
+
+/// A claim that may defer does not wait for another claim of its job in flight: it answers
+/// `Contended` for that job and writes nothing for it, and claims the rest of its batch. A claim
+/// that may not defer waits for the other claim to commit, then decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_may_defer_leaves_a_contended_job_for_later() {
+    use sqlx::Connection as _;
+    let schema = TestSchema::new();
+    let backend = schema.backend().await;
+    let suffix = crate::common::random_u64();
+    let (busy, free) = (format!("busy_{suffix}"), format!("free_{suffix}"));
+    let at = "2026-03-03T00:00:00Z";
+    let claim = |job: &str, defer: bool| {
+        let mut r = request(job, at, Duration::from_secs(60));
+        r.overlap = slotguard::Overlap::Skip;
+        r.defer_if_contended = defer;
+        r
+    };
+    // Another claim of `busy` in flight: its claim lock held in an open transaction.
+    let mut holder = sqlx::PgConnection::connect(&crate::common::database_url())
+        .await
+        .expect("connect");
+    let mut tx = holder.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock(1936486260, hashtext($1))")
+        .bind(&busy)
+        .execute(&mut *tx)
+        .await
+        .expect("claim lock");
+
+    let answers = tokio::time::timeout(
+        Duration::from_secs(5),
+        backend.claim("r1", &[claim(&busy, true), claim(&free, true)]),
+    )
+    .await
+    .expect("a claim that may defer waited for the other claim")
+    .expect("claim");
+    assert_eq!(answers[0], Claim::Contended, "the job claimed elsewhere");
+    assert!(matches!(answers[1], Claim::Won(_)), "{:?}", answers[1]);
+    let busy_key = claim(&busy, true).key;
+    let found = backend
+        .existing_slots(std::slice::from_ref(&busy_key))
+        .await
+        .expect("existing");
+    assert_eq!(found, vec![false], "nothing written for the contended job");
+
+    // Not allowed to defer: it waits for the holder.
+    let waiting = {
+        let backend = backend.clone();
+        let request = claim(&busy, false);
+        tokio::spawn(async move { backend.claim("r2", &[request]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "a claim that may not defer waits");
+    tx.commit().await.expect("commit");
+    let answers = waiting.await.expect("task").expect("claim");
+    assert!(matches!(answers[0], Claim::Won(_)), "{:?}", answers[0]);
+    // Asked again when the lock is free, the slot is decided as any claim: its row exists now.
+    let again = backend
+        .claim("r1", &[claim(&busy, true)])
+        .await
+        .expect("claim");
+    assert_eq!(
+        again[0],
+        Claim::Taken {
+            status: RunStatus::Running
+        }
+    );
+    let _ = holder.close().await;
     backend.close().await;
 }

@@ -11,6 +11,7 @@ mod claims;
 mod clock;
 mod common;
 mod connect;
+mod contended;
 mod contract;
 mod failover;
 mod lease;
