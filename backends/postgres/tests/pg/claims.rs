@@ -670,11 +670,7 @@ async fn a_claim_that_may_defer_leaves_a_contended_job_for_later() {
         .await
         .expect("connect");
     let mut tx = holder.begin().await.expect("begin");
-    sqlx::query("SELECT pg_advisory_xact_lock(1936486260, hashtext($1))")
-        .bind(&busy)
-        .execute(&mut *tx)
-        .await
-        .expect("claim lock");
+    crate::common::take_claim_lock(&mut tx, &busy).await;
 
     let answers = tokio::time::timeout(
         Duration::from_secs(5),

@@ -87,3 +87,13 @@ where
 pub(crate) fn lock_key() -> i64 {
     -((random_u64() >> 2) as i64) - 1
 }
+
+/// Takes `job`'s claim lock (the backend's `LOCK_JOBS` key) in `tx`, as a claim of the job in
+/// flight holds it, until `tx` ends.
+pub(crate) async fn take_claim_lock(tx: &mut sqlx::PgConnection, job: &str) {
+    sqlx::query("SELECT pg_advisory_xact_lock(1936486260, hashtext($1))")
+        .bind(job)
+        .execute(tx)
+        .await
+        .expect("claim lock");
+}

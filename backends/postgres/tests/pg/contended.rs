@@ -71,11 +71,7 @@ async fn a_contended_slot_is_looked_at_again_and_the_rest_of_its_batch_does_not_
     }
     sleep_until(slot - chrono::Duration::milliseconds(300)).await;
     let mut tx = holder.begin().await.expect("begin");
-    sqlx::query("SELECT pg_advisory_xact_lock(1936486260, hashtext($1))")
-        .bind(&busy)
-        .execute(&mut *tx)
-        .await
-        .expect("claim lock");
+    crate::common::take_claim_lock(&mut tx, &busy).await;
     sleep_until(slot + chrono::Duration::milliseconds(1_200)).await;
     let released = Utc::now();
     tx.commit().await.expect("commit");
