@@ -499,6 +499,11 @@ impl<B: Backend> RetentionStore for Counting<B> {
         self.other("prune_runs", self.inner.prune_runs(specs, limit))
             .await
     }
+
+    async fn prune_partitions(&self, specs: &[PruneSpec]) -> Result<Vec<Pruned>, StoreError> {
+        self.other("prune_partitions", self.inner.prune_partitions(specs))
+            .await
+    }
 }
 
 /// Counted by name: every replica reads the stored schedules' changes each poll.

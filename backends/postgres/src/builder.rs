@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{PgError, redact_url};
 use crate::locks::{self, LockConfig, Locks};
+use crate::partitions::{self, HistoryPartitions};
 use crate::presence::{self, Presence};
 use crate::sql::{self, Statements};
 use crate::{DEFAULT_SCHEMA, Inner, PgBackend, failover, migrate, queue};
@@ -27,6 +28,7 @@ pub struct PgBackendBuilder {
     liveness_interval: Duration,
     liveness_timeout: Option<Duration>,
     pooler: bool,
+    partitions: Option<HistoryPartitions>,
 }
 
 impl fmt::Debug for PgBackendBuilder {
@@ -39,6 +41,7 @@ impl fmt::Debug for PgBackendBuilder {
             .field("liveness_interval", &self.liveness_interval)
             .field("liveness_timeout", &self.liveness_timeout)
             .field("transaction_pooler", &self.pooler)
+            .field("partitioned_history", &self.partitions)
             .finish()
     }
 }
@@ -101,6 +104,21 @@ impl PgBackendBuilder {
         self
     }
 
+    /// Partitions the history (`job_runs` and `job_run_attempts`) by slot time, so that retention
+    /// drops a whole partition instead of deleting its rows one by one (default: a plain table).
+    ///
+    /// The first backend that connects with this converts the schema, once, in one transaction:
+    /// the rows already there stay in the old tables, which become the partition of every slot up
+    /// to the end of the span after the latest one (their indexes are kept; the two keys that must
+    /// now hold the slot time are built, and every attempt is given its run's slot time, under an
+    /// exclusive lock: plan a quiet moment for a large table). A schema partitioned once stays so,
+    /// with the span it was given; backends that connect without this option work with it as it
+    /// is, and so do their retention passes. See docs/scale.md, "Partitioned history".
+    pub fn partitioned_history(mut self, partitions: HistoryPartitions) -> Self {
+        self.partitions = Some(partitions);
+        self
+    }
+
     /// Connects, migrates the schema, and starts the lock liveness check.
     ///
     /// # Errors
@@ -157,6 +175,7 @@ impl PgBackendBuilder {
         if !applied.is_empty() {
             tracing::info!(schema = %self.schema, versions = ?applied, "slotguard schema migrated");
         }
+        self.partition(&mut conn, &quoted).await?;
         let _ = conn.close().await;
 
         let watch = Arc::new(failover::Watch::default());
@@ -178,7 +197,9 @@ impl PgBackendBuilder {
                 pool,
                 statements,
                 presence,
+                ahead: self.ahead(),
                 schema: self.schema,
+                quoted,
                 url,
                 locks,
                 stop,
@@ -191,6 +212,39 @@ impl PgBackendBuilder {
 }
 
 impl PgBackendBuilder {
+    /// How many spans ahead a partitioned history gets its partitions.
+    fn ahead(&self) -> u32 {
+        self.partitions.map_or(2, |p| p.ahead)
+    }
+
+    /// Converts the history if asked to, and makes the partitions ahead of a partitioned one.
+    async fn partition(&self, conn: &mut PgConnection, quoted: &str) -> Result<(), PgError> {
+        let (schema, prepared) = (&self.schema, !self.pooler);
+        let failed = |step: &'static str| {
+            move |source| PgError::Partition {
+                schema: schema.clone(),
+                step,
+                source,
+            }
+        };
+        let layout = match self.partitions {
+            Some(wanted) => Some(
+                partitions::convert(conn, schema, quoted, wanted, prepared)
+                    .await
+                    .map_err(|(step, source)| failed(step)(source))?,
+            ),
+            None => partitions::layout(conn, quoted, prepared)
+                .await
+                .map_err(failed("read the layout"))?,
+        };
+        let Some(layout) = layout else { return Ok(()) };
+        let now = chrono::Utc::now();
+        partitions::ensure(conn, (schema, quoted), layout, now, self.ahead(), prepared)
+            .await
+            .map_err(failed("make the partitions ahead"))?;
+        Ok(())
+    }
+
     /// The statements of the backend, with the presence key they write on the attempts they start
     /// and the presence that will hold it; neither through a transaction pooler (`presence.rs`).
     fn presence(
@@ -266,6 +320,7 @@ impl PgBackend {
             liveness_interval: Duration::from_secs(5),
             liveness_timeout: None,
             pooler: false,
+            partitions: None,
         }
     }
 }

@@ -134,6 +134,23 @@ pub enum PgError {
         table: &'static str,
     },
 
+    /// The history could not be partitioned by slot time
+    /// ([`PgBackendBuilder::partitioned_history`](crate::PgBackendBuilder::partitioned_history));
+    /// the conversion is one transaction, rolled back, so the tables are as they were.
+    #[error(
+        "partitioning the history of schema {schema} failed ({step}): {}",
+        described(source)
+    )]
+    Partition {
+        /// The library's schema.
+        schema: String,
+        /// The step that failed.
+        step: &'static str,
+        /// What the database reported.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// A query failed.
     #[error("PostgreSQL query failed: {}", described(.0))]
     Query(#[source] sqlx::Error),
@@ -145,7 +162,9 @@ impl PgError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             PgError::Connect { .. } => true,
-            PgError::Query(e) | PgError::Migrate { source: e, .. } => is_unavailable(e),
+            PgError::Query(e)
+            | PgError::Migrate { source: e, .. }
+            | PgError::Partition { source: e, .. } => is_unavailable(e),
             _ => false,
         }
     }

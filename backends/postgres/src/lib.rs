@@ -83,6 +83,7 @@ mod keys;
 mod lease;
 mod locks;
 mod migrate;
+mod partitions;
 mod presence;
 mod queue;
 mod replicas;
@@ -107,6 +108,7 @@ use tokio_util::sync::CancellationToken;
 pub use builder::PgBackendBuilder;
 pub use error::PgError;
 pub use lease::{PgLeaseLocks, PgLeaseLocksBuilder};
+pub use partitions::{HistoryPartitions, PartitionSpan};
 /// An attempt of a run: core's [`AttemptRecord`](slotguard::store::AttemptRecord), under the name
 /// this crate used before the admin store.
 pub use slotguard::store::AttemptRecord as AttemptRow;
@@ -168,6 +170,11 @@ pub struct PgBackend {
 struct Inner {
     pool: PgPool,
     schema: String,
+    /// The schema, quoted for splicing (`sql::quote_schema`).
+    quoted: String,
+    /// How many spans of a partitioned history have their partitions made ahead
+    /// (`partitions.rs`).
+    ahead: u32,
     url: String,
     statements: Statements,
     locks: Arc<Locks>,

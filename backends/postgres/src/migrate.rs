@@ -98,12 +98,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "lock leases",
         sql: include_str!("../migrations/0016_lease_locks.sql"),
     },
+    Migration {
+        version: 17,
+        description: "history layout",
+        sql: include_str!("../migrations/0017_history_layout.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);
 /// the second half is `hashtext(schema)`. The two-key form lives in a different lock space from the
 /// single `bigint` keys that jobs lock, so the two can never collide.
-const MIGRATION_LOCK_CLASS: i32 = 0x736c_6f74;
+pub(crate) const MIGRATION_LOCK_CLASS: i32 = 0x736c_6f74;
 
 /// Where a migration failed.
 #[derive(Debug)]

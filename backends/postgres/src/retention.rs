@@ -1,5 +1,6 @@
 //! [`RetentionStore`] for PostgreSQL: one statement per batch deletes the runs with their audit
-//! records; their attempts go by `ON DELETE CASCADE`, their checkpoints with the row.
+//! records and attempts, their checkpoints with the row; on a partitioned history, whole
+//! partitions first (`partitions.rs`).
 
 use async_trait::async_trait;
 use slotguard::store::{PruneSpec, Pruned, RetentionStore, StoreError};
@@ -40,6 +41,13 @@ impl RetentionStore for PgBackend {
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(|e| StoreError::from(PgError::from(e)))
+    }
+
+    /// On a partitioned history, the partitions ahead and the drops (`partitions.rs`).
+    async fn prune_partitions(&self, specs: &[PruneSpec]) -> Result<Vec<Pruned>, StoreError> {
+        self.drop_partitions(specs)
+            .await
             .map_err(|e| StoreError::from(PgError::from(e)))
     }
 }

@@ -58,7 +58,7 @@ pub(crate) async fn pass(rt: &Runtime, store: &Store) -> u64 {
     if !held {
         return 0;
     }
-    let deleted = batches(rt, &**retention, &specs).await;
+    let deleted = partitions(&**retention, &specs).await + batches(rt, &**retention, &specs).await;
     let forgotten = match &store.replicas {
         Some(replicas) => replicas.forget_replicas(FORGET_AFTER).await.map(|_| ()),
         None => Ok(()),
@@ -77,6 +77,22 @@ pub(crate) async fn pass(rt: &Runtime, store: &Store) -> u64 {
         );
     }
     deleted
+}
+
+/// The store's partitions past retention, dropped whole (nothing on a plain table).
+async fn partitions(store: &dyn RetentionStore, specs: &[PruneSpec]) -> u64 {
+    match store.prune_partitions(specs).await {
+        Ok(pruned) => {
+            for p in &pruned {
+                crate::metrics::runs_pruned(&p.job, p.runs);
+            }
+            pruned.iter().map(|p| p.runs).sum()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not drop old history partitions; trying next interval");
+            0
+        }
+    }
 }
 
 /// Batches of [`PRUNE_BATCH`] runs, paced, until one comes back short.

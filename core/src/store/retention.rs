@@ -49,6 +49,21 @@ pub trait RetentionStore: Send + Sync + 'static {
         specs: &[PruneSpec],
         limit: usize,
     ) -> Result<Vec<Pruned>, StoreError>;
+
+    /// Once per retention pass, before [`prune_runs`](Self::prune_runs): a store that keeps its
+    /// history in time partitions makes the partitions ahead and drops each partition of which
+    /// `prune_runs` would delete every row, whatever their number (the same rule: a partition
+    /// holding a run that may run again, a job's newest scheduled slot, a run of a job not in
+    /// `specs` or one kept longer stays, and its rows go one by one). One entry per job that lost
+    /// runs. The default does nothing: a plain table.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a partition is dropped whole or not at all, and one left half-way (taken out of
+    /// the table, not yet dropped) is finished by the next call.
+    async fn prune_partitions(&self, specs: &[PruneSpec]) -> Result<Vec<Pruned>, StoreError> {
+        let _ = specs;
+        Ok(Vec::new())
+    }
 }
 
 /// The lock key of pruning (ASCII `slotprun`): the replica that holds it prunes, the others skip

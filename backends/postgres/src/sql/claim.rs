@@ -244,7 +244,7 @@ upd AS (
       AND j.status = 'running'
       AND j.heartbeat_at + j.stale_after < {now}
       AND j.fencing_token < s.token
-    RETURNING j.id, j.attempt, j.fencing_token, s.ord
+    RETURNING j.id, j.attempt, j.fencing_token, j.scheduled_at, s.ord
 ),
 abandon AS (
     UPDATE {schema}.job_run_attempts a
@@ -253,10 +253,12 @@ abandon AS (
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
-    INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
-    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM ins WHERE status = 'running'
+    INSERT INTO {schema}.job_run_attempts
+        (run_id, attempt, owner, fencing_token, status, started_at, scheduled_at)
+    SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at
+    FROM ins WHERE status = 'running'
     UNION ALL
-    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
+    SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at FROM upd
 )
 SELECT r.ord,
        CASE WHEN i.fencing_token = r.token AND i.status = 'running' THEN i.id ELSE u.id END

@@ -300,8 +300,9 @@ abandon AS (
     WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
-    INSERT INTO {schema}.job_run_attempts (run_id, attempt, owner, fencing_token, status, started_at)
-    SELECT id, attempt, $1, fencing_token, 'running', {now} FROM upd
+    INSERT INTO {schema}.job_run_attempts
+        (run_id, attempt, owner, fencing_token, status, started_at, scheduled_at)
+    SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at FROM upd
 ),
 fenced AS (
     UPDATE {schema}.job_runs j

@@ -29,6 +29,7 @@ pub(crate) mod finish;
 pub(crate) mod jobs;
 pub(crate) mod lease;
 pub(crate) mod locks;
+pub(crate) mod partitions;
 pub(crate) mod presence;
 pub(crate) mod replicas;
 pub(crate) mod retention;
@@ -43,7 +44,7 @@ use slotguard::store::rules::reason;
 use sqlx::AssertSqlSafe;
 
 /// The database clock in every statement: the statement's start (see the module's doc).
-const NOW: &str = "statement_timestamp()";
+pub(crate) const NOW: &str = "statement_timestamp()";
 
 /// The statements of this module's files, for one schema.
 #[derive(Debug, Clone)]

@@ -8,8 +8,10 @@
 /// - `doomed` takes up to `$3` candidates per job from the partial `(job_name, finished_at)` index
 ///   (a backlog is never sorted whole), then the oldest `$3` of them.
 /// - `gone` deletes them, repeating the status test: a run an operator retried after `doomed`
-///   read it is re-checked on its new version (READ COMMITTED) and kept. `audit` deletes the audit
-///   records of the runs `gone` deleted, and of no other.
+///   read it is re-checked on its new version (READ COMMITTED) and kept. `attempts` and `audit`
+///   delete the attempts and audit records of the runs `gone` deleted, and of no other (the
+///   attempts' foreign key would delete them too on a plain table; a partitioned one has none).
+///   The slot time beside each id lets a partitioned table look in one partition only.
 pub(crate) const PRUNE_RUNS: &str = r#"
 WITH spec AS (
     SELECT s.job_name, s.keep_us
@@ -23,10 +25,10 @@ marks AS (
     FROM spec s
 ),
 doomed AS (
-    SELECT c.id, c.finished_at
+    SELECT c.id, c.scheduled_at, c.finished_at
     FROM marks k
     CROSS JOIN LATERAL (
-        SELECT r.id, r.finished_at
+        SELECT r.id, r.scheduled_at, r.finished_at
         FROM {schema}.job_runs r
         WHERE r.job_name = k.job_name
           AND r.status IN ('succeeded', 'failed', 'dead', 'skipped', 'abandoned')
@@ -42,10 +44,15 @@ doomed AS (
 gone AS (
     DELETE FROM {schema}.job_runs r
     USING doomed d
-    WHERE r.id = d.id
+    WHERE r.id = d.id AND r.scheduled_at = d.scheduled_at
       AND r.status IN ('succeeded', 'failed', 'dead', 'skipped', 'abandoned')
       AND (r.status <> 'abandoned' OR r.next_attempt_at IS NULL)
-    RETURNING r.id, r.job_name
+    RETURNING r.id, r.job_name, r.scheduled_at
+),
+attempts AS (
+    DELETE FROM {schema}.job_run_attempts a
+    USING gone g
+    WHERE a.run_id = g.id AND (a.scheduled_at = g.scheduled_at OR a.scheduled_at IS NULL)
 ),
 audit AS (
     DELETE FROM {schema}.job_run_audit a

@@ -31,8 +31,9 @@ impl Connect for TestSchema {
 }
 
 /// The tables the migrations create, by name.
-pub(crate) const TABLES: [&str; 10] = [
+pub(crate) const TABLES: [&str; 11] = [
     "calendar_overrides",
+    "history_layout",
     "job_run_attempts",
     "job_run_audit",
     "job_runs",

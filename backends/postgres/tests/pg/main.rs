@@ -18,6 +18,7 @@ mod lease;
 mod locks;
 mod logs;
 mod migrations;
+mod partitioned;
 mod pooled;
 mod pooler;
 mod presence;

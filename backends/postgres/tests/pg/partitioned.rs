@@ -1,0 +1,438 @@
+//! Time-partitioned history (`PgBackendBuilder::partitioned_history`): both contracts on it, the
+//! conversion of a plain table that holds runs (one of them running through it), the partitions
+//! made ahead and for a backfill, and retention that drops whole partitions and never one holding
+//! a run it keeps.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use slotguard::store::{Finish, PruneSpec, RetentionStore, RunStatus, SlotStore, SlotStoreExt};
+use slotguard_postgres::{HistoryPartitions, PgBackend};
+use slotguard_tests::request;
+use sqlx::AssertSqlSafe;
+
+use crate::common::{Connect, TestSchema, won};
+
+/// The slot contract on a partitioned history.
+mod slots {
+    use super::*;
+
+    async fn with_partitioned(check: impl AsyncFnOnce(&PgBackend)) {
+        let schema = TestSchema::new();
+        let backend = partitioned(&schema).await;
+        check(&backend).await;
+        backend.close().await;
+    }
+
+    slotguard_tests::contract!(
+        slots,
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        with = with_partitioned,
+        stale = Duration::from_secs(1),
+    );
+}
+
+/// The admin contract on a partitioned history.
+mod admin {
+    use super::*;
+
+    struct Fresh {
+        backend: PgBackend,
+        _schema: TestSchema,
+    }
+
+    impl std::ops::Deref for Fresh {
+        type Target = PgBackend;
+
+        fn deref(&self) -> &PgBackend {
+            &self.backend
+        }
+    }
+
+    async fn fresh() -> Fresh {
+        let schema = TestSchema::new();
+        Fresh {
+            backend: partitioned(&schema).await,
+            _schema: schema,
+        }
+    }
+
+    slotguard_tests::admin_contract!(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        fresh
+    );
+}
+
+async fn partitioned(schema: &TestSchema) -> PgBackend {
+    schema
+        .builder()
+        .partitioned_history(HistoryPartitions::daily())
+        .connect()
+        .await
+        .expect("connect with a partitioned history")
+}
+
+/// Runs `sql` with `{s}` standing for the schema; the first column of each row, as text.
+async fn texts(backend: &PgBackend, sql: &str) -> Vec<String> {
+    let sql = sql.replace("{s}", &format!("\"{}\"", backend.schema()));
+    sqlx::query_scalar(AssertSqlSafe(sql))
+        .fetch_all(backend.pool())
+        .await
+        .expect("query")
+}
+
+/// The partitions of `table`, by name.
+async fn partitions_of(backend: &PgBackend, table: &str) -> Vec<String> {
+    texts(
+        backend,
+        &format!(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent = '{{s}}.{table}'::regclass ORDER BY 1"
+        ),
+    )
+    .await
+}
+
+fn day(at: DateTime<Utc>) -> String {
+    at.format("%Y%m%d").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_table_with_runs_is_converted_and_a_running_run_goes_on() {
+    let schema = TestSchema::new();
+    let plain = schema.backend().await;
+    let stale = Duration::from_secs(60);
+    let claims = plain
+        .claim(
+            "a",
+            &[
+                request("conv", "2026-01-01T00:00:00Z", stale),
+                request("conv", "2026-01-02T00:00:00Z", stale),
+            ],
+        )
+        .await
+        .expect("claim");
+    let (done, running) = (won(&claims[0]), won(&claims[1]));
+    plain
+        .finish_one("a", &done, &Finish::succeeded())
+        .await
+        .expect("finish");
+    let before = plain.runs(Some("conv")).await.expect("runs");
+    plain.close().await;
+
+    let backend = partitioned(&schema).await;
+    assert_eq!(backend.runs(Some("conv")).await.expect("runs"), before);
+    let now = Utc::now();
+    let runs = partitions_of(&backend, "job_runs").await;
+    assert!(runs.contains(&"job_runs_legacy".to_owned()), "{runs:?}");
+    assert!(runs.contains(&"job_runs_default".to_owned()), "{runs:?}");
+    let attempts = partitions_of(&backend, "job_run_attempts").await;
+    assert!(
+        attempts.contains(&"job_run_attempts_legacy".to_owned()),
+        "{attempts:?}"
+    );
+
+    // The run that was running when the table was converted heartbeats and finishes as before.
+    let beat = backend
+        .heartbeat("a", &[running.token])
+        .await
+        .expect("heartbeat");
+    assert_eq!(beat, [running.token]);
+    backend
+        .finish_one("a", &running, &Finish::succeeded())
+        .await
+        .expect("finish");
+    // A new slot goes on in a partition of its own day, with an id above the old ones.
+    let fresh = backend
+        .claim("a", &[request("conv", &now.to_rfc3339(), stale)])
+        .await
+        .expect("claim");
+    let lease = won(&fresh[0]);
+    assert!(lease.run_id > running.run_id && lease.token > running.token);
+    let runs = backend.runs(Some("conv")).await.expect("runs");
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|r| r.attempts.len() == 1), "{runs:?}");
+    let newest = texts(
+        &backend,
+        "SELECT tableoid::regclass::text FROM {s}.job_runs ORDER BY scheduled_at DESC LIMIT 1",
+    )
+    .await;
+    // The old table holds every slot up to the end of the day after the latest one it held.
+    assert!(
+        newest[0].ends_with("job_runs_legacy") || newest[0].ends_with(&day(now)),
+        "{newest:?}"
+    );
+
+    // Connecting again, with or without the option, keeps the layout and converts nothing.
+    let again = schema.backend().await;
+    assert_eq!(again.runs(Some("conv")).await.expect("runs").len(), 3);
+    assert_eq!(
+        partitions_of(&again, "job_runs").await,
+        partitions_of(&backend, "job_runs").await
+    );
+    again.close().await;
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_schema_gets_partitions_ahead_and_a_backfill_its_own() {
+    let schema = TestSchema::new();
+    let backend = schema
+        .builder()
+        .partitioned_history(HistoryPartitions::daily().ahead(3))
+        .connect()
+        .await
+        .expect("connect");
+    let now = Utc::now();
+    let mut want: Vec<String> = (0..=3)
+        .map(|d| format!("job_runs_p{}", day(now + TimeDelta::days(d))))
+        .collect();
+    want.push("job_runs_default".to_owned());
+    want.sort();
+    let got = partitions_of(&backend, "job_runs").await;
+    // Near midnight UTC the connect may have seen the day before.
+    assert!(got == want || got.len() == want.len(), "{got:?} {want:?}");
+
+    // A backfill of last year waits in the default partition until its partitions are made, and
+    // then moves in with its attempts.
+    let stale = Duration::from_secs(60);
+    let claims = backend
+        .claim("a", &[request("old", "2025-03-04T05:00:00Z", stale)])
+        .await
+        .expect("claim");
+    let lease = won(&claims[0]);
+    assert_eq!(
+        texts(
+            &backend,
+            "SELECT tableoid::regclass::text FROM {s}.job_runs WHERE job_name = 'old'"
+        )
+        .await,
+        [format!("{}.job_runs_default", schema.name)]
+    );
+    let from = DateTime::parse_from_rfc3339("2025-03-03T12:00:00Z")
+        .unwrap()
+        .to_utc();
+    let until = DateTime::parse_from_rfc3339("2025-03-05T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let made = backend
+        .make_history_partitions(from, until)
+        .await
+        .expect("make");
+    assert_eq!(made, 2);
+    assert_eq!(
+        texts(
+            &backend,
+            "SELECT tableoid::regclass::text FROM {s}.job_runs WHERE job_name = 'old'"
+        )
+        .await,
+        [format!("{}.job_runs_p20250304", schema.name)]
+    );
+    assert_eq!(
+        texts(
+            &backend,
+            "SELECT tableoid::regclass::text FROM {s}.job_run_attempts"
+        )
+        .await,
+        [format!("{}.job_run_attempts_p20250304", schema.name)]
+    );
+    backend
+        .finish_one("a", &lease, &Finish::succeeded())
+        .await
+        .expect("the run moved with its row");
+    assert_eq!(
+        backend.runs(Some("old")).await.expect("runs")[0].status,
+        RunStatus::Succeeded
+    );
+    backend.close().await;
+}
+
+/// Seeds `n` finished runs of `job` on day `day` (UTC, `YYYY-MM-DD`), each with an attempt and an
+/// audit record, finished `age` ago.
+async fn seed(backend: &PgBackend, job: &str, day: &str, n: u32, age: &str) {
+    let sql = format!(
+        "INSERT INTO {{s}}.job_runs (job_name, scheduled_at, status, attempt, owner, fencing_token,
+             stale_after, finished_at, zone, wall_time, business_date, \"trigger\",
+             schedule_fingerprint)
+         SELECT '{job}', timestamptz '{day} 00:00:00+00' + g * interval '1 minute', 'succeeded', 1,
+                'w', nextval('{{s}}.fencing_tokens'), interval '30 seconds',
+                now() - interval '{age}', 'UTC', timestamp '{day}' + g * interval '1 minute',
+                date '{day}', 'manual', 1
+         FROM generate_series(1, {n}) AS g;
+         INSERT INTO {{s}}.job_run_attempts (run_id, attempt, owner, fencing_token, status, scheduled_at)
+         SELECT id, 1, 'w', fencing_token, 'succeeded', scheduled_at FROM {{s}}.job_runs
+         WHERE job_name = '{job}' AND scheduled_at::date = date '{day}';
+         INSERT INTO {{s}}.job_run_audit (job_name, run_id, scheduled_at, action, actor, reason)
+         SELECT job_name, id, scheduled_at, 'trigger', 'ops', 'seed' FROM {{s}}.job_runs
+         WHERE job_name = '{job}' AND scheduled_at::date = date '{day}';"
+    )
+    .replace("{s}", &format!("\"{}\"", backend.schema()));
+    sqlx::raw_sql(AssertSqlSafe(sql))
+        .execute(backend.pool())
+        .await
+        .expect("seed");
+}
+
+async fn count(backend: &PgBackend, sql: &str) -> i64 {
+    let sql = sql.replace("{s}", &format!("\"{}\"", backend.schema()));
+    sqlx::query_scalar(AssertSqlSafe(sql))
+        .fetch_one(backend.pool())
+        .await
+        .expect("count")
+}
+
+fn keep(job: &str, days: u64) -> PruneSpec {
+    PruneSpec {
+        job: job.to_owned(),
+        keep: Duration::from_secs(days * 24 * 3600),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_drops_a_partition_only_when_it_keeps_none_of_its_rows() {
+    let schema = TestSchema::new();
+    let backend = partitioned(&schema).await;
+    let from = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    let until = DateTime::parse_from_rfc3339("2026-01-05T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    assert_eq!(
+        backend
+            .make_history_partitions(from, until)
+            .await
+            .expect("make"),
+        4
+    );
+    // Day 1: old enough everywhere. Day 2: one run still pending. Day 3: a job retention does
+    // not know. Day 4: finished too recently for a 30-day keep.
+    seed(&backend, "tick", "2026-01-01", 50, "40 days").await;
+    seed(&backend, "tick", "2026-01-02", 50, "40 days").await;
+    count(
+        &backend,
+        "WITH u AS (UPDATE {s}.job_runs SET status = 'pending', finished_at = NULL
+                    WHERE job_name = 'tick' AND scheduled_at = '2026-01-02 00:30:00+00'
+                    RETURNING 1) SELECT count(*) FROM u",
+    )
+    .await;
+    seed(&backend, "other", "2026-01-03", 10, "40 days").await;
+    seed(&backend, "tick", "2026-01-04", 50, "2 days").await;
+
+    let pruned = backend
+        .prune_partitions(&[keep("tick", 30)])
+        .await
+        .expect("prune partitions");
+    assert_eq!(pruned.len(), 1, "{pruned:?}");
+    assert_eq!((pruned[0].job.as_str(), pruned[0].runs), ("tick", 50));
+    let runs = partitions_of(&backend, "job_runs").await;
+    assert!(!runs.contains(&"job_runs_p20260101".to_owned()), "{runs:?}");
+    for kept in [
+        "job_runs_p20260102",
+        "job_runs_p20260103",
+        "job_runs_p20260104",
+    ] {
+        assert!(runs.contains(&kept.to_owned()), "{kept} in {runs:?}");
+    }
+    let attempts = partitions_of(&backend, "job_run_attempts").await;
+    assert!(
+        !attempts.contains(&"job_run_attempts_p20260101".to_owned()),
+        "{attempts:?}"
+    );
+    assert_eq!(
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_runs WHERE scheduled_at < '2026-01-02'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_run_audit WHERE scheduled_at < '2026-01-02'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(&backend, "SELECT count(*) FROM {s}.job_runs").await,
+        110
+    );
+    assert_eq!(
+        count(&backend, "SELECT count(*) FROM {s}.job_run_attempts").await,
+        110
+    );
+
+    // The kept partition's other rows go one by one, as on a plain table.
+    let pruned = backend
+        .prune_runs(&[keep("tick", 30)], 500)
+        .await
+        .expect("prune runs");
+    assert_eq!(pruned[0].runs, 49);
+    assert_eq!(
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_run_attempts WHERE scheduled_at < '2026-01-03'"
+        )
+        .await,
+        1,
+        "the attempts went with their runs"
+    );
+    backend.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_stopped_after_its_detach_is_finished_and_gives_back_what_it_keeps() {
+    let schema = TestSchema::new();
+    let backend = partitioned(&schema).await;
+    let from = DateTime::parse_from_rfc3339("2026-02-01T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    backend
+        .make_history_partitions(from, from + TimeDelta::hours(1))
+        .await
+        .expect("make");
+    seed(&backend, "tick", "2026-02-01", 20, "40 days").await;
+    // The drop checked the partition, then an operator retried a run, then the drop detached it
+    // and stopped.
+    count(
+        &backend,
+        "WITH u AS (UPDATE {s}.job_runs SET status = 'pending', finished_at = NULL,
+                        next_attempt_at = now()
+                    WHERE scheduled_at = '2026-02-01 00:05:00+00' RETURNING 1)
+         SELECT count(*) FROM u",
+    )
+    .await;
+    sqlx::raw_sql(AssertSqlSafe(
+        "ALTER TABLE {s}.job_runs DETACH PARTITION {s}.job_runs_p20260201;
+         ALTER TABLE {s}.job_run_attempts DETACH PARTITION {s}.job_run_attempts_p20260201;"
+            .replace("{s}", &format!("\"{}\"", schema.name)),
+    ))
+    .execute(backend.pool())
+    .await
+    .expect("detach");
+
+    let pruned = backend
+        .prune_partitions(&[keep("tick", 30)])
+        .await
+        .expect("prune partitions");
+    assert_eq!(pruned[0].runs, 19, "{pruned:?}");
+    let left = backend.runs(Some("tick")).await.expect("runs");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].status, RunStatus::Pending);
+    assert_eq!(left[0].attempts.len(), 1, "its attempt came back with it");
+    assert_eq!(
+        texts(
+            &backend,
+            "SELECT relname::text FROM pg_class WHERE relname LIKE 'job_run%_p20260201'
+             AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = '{n}')"
+                .replace("{n}", &schema.name)
+                .as_str()
+        )
+        .await,
+        Vec::<String>::new(),
+        "both tables dropped"
+    );
+    backend.close().await;
+}
