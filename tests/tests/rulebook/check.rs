@@ -41,9 +41,11 @@ struct Issued {
 pub(crate) struct Stores {
     sqlite: Store,
     postgres: Store,
+    partitioned: Store,
 }
 
-/// Where a step runs: the model (index 0) or a store (1 memory, 2 SQLite, 3 PostgreSQL).
+/// Where a step runs: the model (index 0) or a store (1 memory, 2 SQLite, 3 PostgreSQL, 4
+/// PostgreSQL with a partitioned history).
 struct Ctx<'a> {
     base: DateTime<Utc>,
     future: DateTime<Utc>,
@@ -55,7 +57,8 @@ impl Stores {
     pub(crate) async fn open() -> Self {
         Stores {
             sqlite: Store::sqlite().await,
-            postgres: Store::postgres().await,
+            postgres: Store::postgres(false).await,
+            partitioned: Store::postgres(true).await,
         }
     }
 
@@ -67,10 +70,11 @@ impl Stores {
         let memory = Store::memory(now);
         self.sqlite.reset().await;
         self.postgres.reset().await;
-        let stores = [&memory, &self.sqlite, &self.postgres];
+        self.partitioned.reset().await;
+        let stores = [&memory, &self.sqlite, &self.postgres, &self.partitioned];
         let mut model = Model::new(now);
         let mut issued: Vec<Issued> = Vec::new();
-        let mut last_token = [0_i64; 3];
+        let mut last_token = [0_i64; 4];
         for (step, op) in ops.iter().enumerate() {
             let ctx = |at| Ctx {
                 base: now - TimeDelta::days(1),

@@ -1,7 +1,8 @@
 //! The claim rules, model-checked: random sequences of operations (claims from several owners,
 //! enqueues, due claims with limits, heartbeats, outcomes, retries, stale clocks, every overlap
 //! policy, two jobs in two partitions) run against the pure model of `slotguard::store::rules`
-//! and against the memory, SQLite and PostgreSQL stores side by side. Every store must give the
+//! and against the memory, SQLite and PostgreSQL stores side by side (PostgreSQL twice: its
+//! history a plain table, and partitioned by day). Every store must give the
 //! same answers, log the same rule events and hold the same rows as the model after every step.
 //!
 //! `SLOTGUARD_RULEBOOK_CASES` sets the number of sequences (48 by default) and

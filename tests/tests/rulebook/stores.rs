@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeDelta, Utc};
 use slotguard::store::{Backend, RunFilter, RunRecord, RunStatus, SlotKey};
 use slotguard::{Clock, MemoryBackend};
-use slotguard_postgres::PgBackend;
+use slotguard_postgres::{HistoryPartitions, PgBackend};
 use slotguard_sqlite::SqliteBackend;
 use slotguard_tests::pg::{TestSchema, database_url};
 use sqlx::AssertSqlSafe;
@@ -60,6 +60,7 @@ pub(crate) enum Store {
     /// The schema is dropped when the store is.
     Postgres {
         backend: PgBackend,
+        partitioned: bool,
         _schema: TestSchema,
     },
 }
@@ -78,16 +79,31 @@ impl Store {
         Store::Sqlite { backend, _dir: dir }
     }
 
-    pub(crate) async fn postgres() -> Self {
+    /// PostgreSQL, its history a plain table or partitioned by day (`partitioned`).
+    pub(crate) async fn postgres(partitioned: bool) -> Self {
         let schema = TestSchema::with_prefix("sg_rulebook");
-        let backend = PgBackend::builder(&database_url())
+        let mut builder = PgBackend::builder(&database_url())
             .schema(schema.name.clone())
-            .pool_size(2)
+            .pool_size(2);
+        if partitioned {
+            builder = builder.partitioned_history(HistoryPartitions::daily());
+        }
+        let backend = builder
             .connect()
             .await
             .expect("connect to PostgreSQL on 127.0.0.1:5432");
+        if partitioned {
+            // The steps' slots are a day before now (a partition of their own) or a month after
+            // it (the default partition).
+            let now = Utc::now();
+            backend
+                .make_history_partitions(now - TimeDelta::days(2), now + TimeDelta::days(2))
+                .await
+                .expect("partitions");
+        }
         Store::Postgres {
             backend,
+            partitioned,
             _schema: schema,
         }
     }
@@ -96,7 +112,12 @@ impl Store {
         match self {
             Store::Memory(..) => "memory",
             Store::Sqlite { .. } => "sqlite",
-            Store::Postgres { .. } => "postgres",
+            Store::Postgres {
+                partitioned: false, ..
+            } => "postgres",
+            Store::Postgres {
+                partitioned: true, ..
+            } => "postgres (partitioned)",
         }
     }
 
