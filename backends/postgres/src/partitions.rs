@@ -293,11 +293,13 @@ pub(crate) async fn ensure(
     ahead: u32,
     prepared: bool,
 ) -> Result<u32, sqlx::Error> {
-    let existing: HashSet<String> = tables(conn, schema, prepared)
+    let mut tx = conn.begin().await?;
+    let existing: HashSet<String> = tables(&mut tx, schema, prepared)
         .await?
         .into_iter()
         .map(|(name, _)| name)
         .collect();
+    tx.commit().await?;
     let span = layout.span;
     let mut start = span.start_of(from);
     let mut made = 0;
@@ -352,7 +354,11 @@ fn partition(name: &str, layout: Layout) -> Option<Partition> {
             end: layout.legacy_end?,
         });
     }
-    let start = NaiveDate::parse_from_str(name.strip_prefix("job_runs_p")?, "%Y%m%d").ok()?;
+    let digits = name.strip_prefix("job_runs_p")?;
+    if digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let start = NaiveDate::parse_from_str(digits, "%Y%m%d").ok()?;
     let (runs, attempts) = tables_of(start);
     Some(Partition {
         runs,
@@ -373,13 +379,17 @@ impl PgBackend {
     ) -> Result<Vec<Pruned>, sqlx::Error> {
         let (schema, quoted, prepared) = (self.schema(), &self.inner.quoted, self.prepared());
         let mut conn = self.inner.pool.acquire().await?;
-        let Some(layout) = layout(&mut conn, quoted, prepared).await? else {
+        // Reads in a transaction too: through a transaction pooler a statement outside one may
+        // be parsed in one server session and run in another.
+        let mut tx = conn.begin().await?;
+        let Some(layout) = layout(&mut tx, quoted, prepared).await? else {
             return Ok(Vec::new());
         };
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT statement_timestamp()")
             .persistent(prepared)
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
         ensure(
             &mut conn,
             (schema, quoted),
@@ -397,7 +407,10 @@ impl PgBackend {
             .and_then(|keep| now.checked_sub_signed(keep));
         let mut dropped = BTreeMap::<String, u64>::new();
         let mut due = Vec::new();
-        for (name, attached) in tables(&mut conn, schema, prepared).await? {
+        let mut tx = conn.begin().await?;
+        let found = tables(&mut tx, schema, prepared).await?;
+        tx.commit().await?;
+        for (name, attached) in found {
             let Some(p) = partition(&name, layout) else {
                 continue;
             };
@@ -437,9 +450,11 @@ impl PgBackend {
     ) -> Result<u32, crate::PgError> {
         let (schema, quoted, prepared) = (self.schema(), &self.inner.quoted, self.prepared());
         let mut conn = self.inner.pool.acquire().await?;
-        let Some(layout) = layout(&mut conn, quoted, prepared).await? else {
+        let mut tx = conn.begin().await?;
+        let Some(layout) = layout(&mut tx, quoted, prepared).await? else {
             return Ok(0);
         };
+        tx.commit().await?;
         let mut spans = 0;
         let mut start = layout.span.start_of(from);
         while utc(layout.span.next(start)) < until && spans < 999 {
@@ -463,6 +478,7 @@ impl PgBackend {
         ];
         let (schema, quoted) = (self.schema(), &self.inner.quoted);
         let (jobs, keeps) = spec_columns(specs);
+        let mut tx = conn.begin().await?;
         let keeps_any: bool = sqlx::query_scalar(AssertSqlSafe(render(
             &q::keeps_any(),
             schema,
@@ -472,8 +488,9 @@ impl PgBackend {
         .persistent(false)
         .bind(&jobs)
         .bind(&keeps)
-        .fetch_one(&mut *conn)
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         if keeps_any {
             return Ok(false);
         }

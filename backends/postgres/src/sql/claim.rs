@@ -183,13 +183,14 @@ replaced AS (
       AND j.job_name = i.job_name
       AND j.partition_key = i.partition_key
       AND j.status = 'running'
-    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.partition_key
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key
 ),
 replaced_attempts AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {replaced}
     FROM replaced r
-    WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
+    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = r.attempt AND a.status = 'running'
 ),
 fenced AS (
     UPDATE {schema}.job_runs j
@@ -207,13 +208,14 @@ fenced AS (
       AND j.scheduled_at <> i.scheduled_at
       AND j.status = 'running'
       AND j.heartbeat_at + j.stale_after < {now}
-    RETURNING j.id, j.attempt, j.job_name, j.partition_key
+    RETURNING j.id, j.attempt, j.job_name, j.scheduled_at, j.partition_key
 ),
 fenced_attempts AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM fenced f
-    WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
+    WHERE a.run_id = f.id AND (a.scheduled_at = f.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = f.attempt AND a.status = 'running'
 ),
 stale AS (
     SELECT j.id, f.ord, f.token, f.stale_after_us
@@ -250,7 +252,8 @@ abandon AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM upd u
-    WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
+    WHERE a.run_id = u.id AND (a.scheduled_at = u.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
     INSERT INTO {schema}.job_run_attempts

@@ -73,7 +73,8 @@ replaced_attempts AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {replaced}
     FROM replaced r
-    WHERE a.run_id = r.id AND a.attempt = r.attempt AND a.status = 'running'
+    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = r.attempt AND a.status = 'running'
 )
 SELECT 'decided' AS what, id, job_name, scheduled_at, partition_key, status FROM decided
 UNION ALL
@@ -229,14 +230,14 @@ first_due AS (
     FROM eligible
 ),
 passing AS (
-    SELECT id, job_name,
+    SELECT id, job_name, scheduled_at,
            row_number() OVER (PARTITION BY job_name
                               ORDER BY scheduled_at, partition_key) AS job_nth
     FROM first_due
     WHERE NOT exclusive OR nth = 1
 ),
 capped AS MATERIALIZED (
-    SELECT p.id
+    SELECT p.id, p.scheduled_at
     FROM passing p
     JOIN spec s ON s.job_name = p.job_name
     LEFT JOIN running r ON r.job_name = p.job_name
@@ -244,10 +245,15 @@ capped AS MATERIALIZED (
                              COALESCE(s.cluster - COALESCE(r.n, 0), 2147483647))
 ),
 due AS (
-    SELECT j.id
+    SELECT j.id, j.scheduled_at
     FROM {schema}.job_runs j
     JOIN spec s ON s.job_name = j.job_name
-    WHERE j.id IN (SELECT id FROM capped)
+    -- Arrays, not `IN (SELECT ...)`: an index scan of the primary key whatever the planner
+    -- believes of the rows' count (a table whose statistics predate a burst of queued rows
+    -- otherwise gets a nested loop that compares every active row with every capped one), and
+    -- the slot times let a partitioned history look only in the partitions that hold them.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM capped))
+      AND j.scheduled_at = ANY (ARRAY(SELECT scheduled_at FROM capped))
       -- Repeated so that a row another caller re-claimed and committed after this statement's
       -- snapshot is re-checked on its new version (now fresh `running`) and dropped.
       AND "#,
@@ -273,7 +279,8 @@ dead_attempts AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM dead d
-    WHERE a.run_id = d.id AND a.attempt = d.attempt AND a.status = 'running'
+    WHERE a.run_id = d.id AND (a.scheduled_at = d.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = d.attempt AND a.status = 'running'
 ),
 upd AS (
     UPDATE {schema}.job_runs j
@@ -288,7 +295,7 @@ upd AS (
         next_attempt_at = NULL,
         updated_at = {now}
     FROM due d
-    WHERE j.id = d.id
+    WHERE j.id = d.id AND j.scheduled_at = d.scheduled_at
       AND j.status IN ('pending', 'abandoned', 'running')
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
               j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
@@ -297,7 +304,8 @@ abandon AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM upd u
-    WHERE a.run_id = u.id AND a.attempt = u.attempt - 1 AND a.status = 'running'
+    WHERE a.run_id = u.id AND (a.scheduled_at = u.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = u.attempt - 1 AND a.status = 'running'
 ),
 attempts AS (
     INSERT INTO {schema}.job_run_attempts
@@ -326,7 +334,8 @@ fenced_attempts AS (
     UPDATE {schema}.job_run_attempts a
     SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
     FROM fenced f
-    WHERE a.run_id = f.id AND a.attempt = f.attempt AND a.status = 'running'
+    WHERE a.run_id = f.id AND (a.scheduled_at = f.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = f.attempt AND a.status = 'running'
 )
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
        wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts,

@@ -26,13 +26,14 @@ WITH run AS (
         updated_at = {now}
     WHERE id = $1 AND fencing_token = $2 AND owner = $3 AND status = 'running'
       AND job_name = $9 AND scheduled_at = $10 AND partition_key = $11
-    RETURNING id, attempt, fencing_token
+    RETURNING id, attempt, fencing_token, scheduled_at
 ),
 attempt AS (
     UPDATE {schema}.job_run_attempts a
     SET status = $5, finished_at = {now}, message = $7
     FROM run
-    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
+    WHERE a.run_id = run.id AND (a.scheduled_at = run.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
     RETURNING a.id
 )
 SELECT (SELECT count(*) FROM run) AS runs
@@ -60,13 +61,14 @@ run AS (
     FROM input i
     WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND r.status = 'running'
       AND r.job_name = i.job AND r.scheduled_at = i.slot AND r.partition_key = i.part
-    RETURNING r.id, r.attempt, r.fencing_token, i.attempt_status, i.message
+    RETURNING r.id, r.attempt, r.fencing_token, r.scheduled_at, i.attempt_status, i.message
 ),
 attempt AS (
     UPDATE {schema}.job_run_attempts a
     SET status = run.attempt_status, finished_at = {now}, message = run.message
     FROM run
-    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
+    WHERE a.run_id = run.id AND (a.scheduled_at = run.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = run.attempt AND a.fencing_token = run.fencing_token
     RETURNING a.id
 )
 SELECT id FROM run

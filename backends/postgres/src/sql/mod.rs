@@ -20,6 +20,14 @@
 //! Operators' changes (`admin.rs`, `jobs.rs`) keep `now()`: they wait for no claim lock, and a
 //! change and its audit record, written by two statements of one transaction, share its instant.
 
+//! # Slot times beside run ids
+//!
+//! Where a statement joins runs to their attempts, or a CTE's runs back to `job_runs`, it matches
+//! the slot time too (`a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL`: attempts
+//! written before migration 17 have none). On a plain table the id alone finds the row; on a
+//! partitioned history (`partitions.rs`) the slot time lets the executor look only in the
+//! partition that holds it, instead of probing every partition's index.
+
 pub(crate) mod admin;
 pub(crate) mod calendars;
 pub(crate) mod checkpoint;

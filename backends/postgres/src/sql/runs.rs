@@ -12,7 +12,8 @@ SELECT r.id, r.job_name, r.scheduled_at, r.partition_key, r.status, r.attempt, r
        a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
        a.message AS a_message
 FROM {schema}.job_runs r
-LEFT JOIN {schema}.job_run_attempts a ON a.run_id = r.id
+LEFT JOIN {schema}.job_run_attempts a
+       ON a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
 WHERE $1::text IS NULL OR r.job_name = $1
 ORDER BY r.job_name, r.scheduled_at, r.partition_key, a.attempt
 "#;
@@ -29,7 +30,13 @@ macro_rules! runs_with_attempts {
        a.started_at AS a_started_at, a.finished_at AS a_finished_at, a.status AS a_status,
        a.message AS a_message
 FROM page r
-LEFT JOIN {schema}.job_run_attempts a ON a.run_id = r.id
+LEFT JOIN LATERAL (
+    -- The attempts of one run at a time (`OFFSET 0` keeps the planner from joining the page to
+    -- every attempt at once, which a partitioned history would read whole).
+    SELECT * FROM {schema}.job_run_attempts a
+    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
+    OFFSET 0
+) a ON true
 "#
     };
 }

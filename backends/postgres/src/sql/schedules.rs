@@ -142,7 +142,9 @@ WITH run AS (
     DELETE FROM {schema}.job_runs j
     WHERE j.job_name = $1 AND j.scheduled_at = $2 AND j.partition_key = $3
       AND j.status = 'skipped' AND left(j.error_message, char_length($4)) = $4
-      AND NOT EXISTS (SELECT 1 FROM {schema}.job_run_attempts a WHERE a.run_id = j.id)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.job_run_attempts a
+                      WHERE a.run_id = j.id
+                        AND (a.scheduled_at = j.scheduled_at OR a.scheduled_at IS NULL))
     RETURNING j.id, j.job_name, j.scheduled_at
 ),
 audit AS (
