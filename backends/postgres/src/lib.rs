@@ -28,7 +28,9 @@
 //! - `job_runs`: one row per slot, `UNIQUE(job_name, scheduled_at, partition_key)`, with status,
 //!   attempt, owner, fencing token, heartbeat, timestamps, error, zone, wall time, business date,
 //!   trigger and schedule fingerprint;
-//! - `job_run_attempts`: one row per attempt, `UNIQUE(run_id, attempt)`;
+//! - `job_run_attempts`: one row per attempt, `UNIQUE(run_id, attempt)`, with its run's slot time;
+//! - `history_layout`: how the two tables above are partitioned by slot time, if they are
+//!   ([`PgBackendBuilder::partitioned_history`]; then both keys above also hold the slot time);
 //! - the sequence `fencing_tokens`;
 //! - `lock_keys`: which job of which application owns an advisory-lock key;
 //! - `lease_locks`: the lock leases of [`PgLeaseLocks`], for processes behind a transaction pooler;

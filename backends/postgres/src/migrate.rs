@@ -17,6 +17,10 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, in order. Append only: an applied migration is never edited.
+///
+/// A migration must work on both layouts of the history (`partitions.rs`): on a partitioned
+/// `job_runs`, `ADD COLUMN` reaches every partition and `CREATE INDEX` builds on each (never
+/// `CONCURRENTLY`), and a unique key must hold `scheduled_at`.
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,

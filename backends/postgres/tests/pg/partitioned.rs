@@ -436,3 +436,53 @@ async fn a_drop_stopped_after_its_detach_is_finished_and_gives_back_what_it_keep
     );
     backend.close().await;
 }
+
+/// The scheduler's own retention pass drops the partition: nothing calls the store directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedulers_retention_pass_drops_a_partition_past_its_keep() {
+    let schema = TestSchema::new();
+    let backend = partitioned(&schema).await;
+    let from = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .unwrap()
+        .to_utc();
+    backend
+        .make_history_partitions(from, from + TimeDelta::hours(1))
+        .await
+        .expect("make");
+    seed(&backend, "tick", "2026-01-01", 30, "40 days").await;
+    let tick = slotguard::Job::new("tick", "* * * * * *", |_| async {})
+        .retention(Duration::from_secs(30 * 24 * 3600));
+    let scheduler = slotguard::Scheduler::builder()
+        .backend(backend.clone())
+        .prune_interval(Duration::from_millis(200))
+        .job(tick)
+        .build()
+        .expect("build");
+    let handle = scheduler.try_start().await.expect("start");
+    let gone = crate::common::eventually(Duration::from_secs(10), || async {
+        !partitions_of(&backend, "job_runs")
+            .await
+            .contains(&"job_runs_p20260101".to_owned())
+    })
+    .await;
+    handle.shutdown().await;
+    assert!(gone, "the partition is still there");
+    assert_eq!(
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_runs WHERE scheduled_at < '2026-01-02'"
+        )
+        .await,
+        0
+    );
+    assert!(
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_runs WHERE job_name = 'tick'"
+        )
+        .await
+            > 0,
+        "the scheduler's own runs are there"
+    );
+    backend.close().await;
+}
