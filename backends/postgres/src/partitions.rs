@@ -370,6 +370,11 @@ fn partition(name: &str, layout: Layout) -> Option<Partition> {
 /// The most partitions one retention pass drops.
 const DROPS_PER_PASS: usize = 4;
 
+/// The most partitions one retention pass reads to see whether it may drop them, oldest first: a
+/// partition that keeps a row (a job no replica prunes any more) is read again every pass, and
+/// must not stop the ones after it from being dropped.
+const CHECKS_PER_PASS: usize = 16;
+
 impl PgBackend {
     /// One retention pass over a partitioned history (nothing on a plain one): the partitions
     /// ahead, then the drops (see the module's docs). Answers the runs dropped per job.
@@ -422,11 +427,15 @@ impl PgBackend {
             }
         }
         due.sort_by_key(|p| p.end);
-        for p in due.into_iter().take(DROPS_PER_PASS) {
-            if !self.detach_if_unkept(&mut conn, &p, specs).await? {
-                continue;
+        let mut drops = 0;
+        for p in due.into_iter().take(CHECKS_PER_PASS) {
+            if drops == DROPS_PER_PASS {
+                break;
             }
-            self.finish_drop(&mut conn, &p, specs, &mut dropped).await?;
+            if self.detach_if_unkept(&mut conn, &p, specs).await? {
+                self.finish_drop(&mut conn, &p, specs, &mut dropped).await?;
+                drops += 1;
+            }
         }
         Ok(dropped
             .into_iter()

@@ -295,7 +295,7 @@ async fn retention_drops_a_partition_only_when_it_keeps_none_of_its_rows() {
     let from = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
         .unwrap()
         .to_utc();
-    let until = DateTime::parse_from_rfc3339("2026-01-05T00:00:00Z")
+    let until = DateTime::parse_from_rfc3339("2026-01-06T00:00:00Z")
         .unwrap()
         .to_utc();
     assert_eq!(
@@ -303,10 +303,11 @@ async fn retention_drops_a_partition_only_when_it_keeps_none_of_its_rows() {
             .make_history_partitions(from, until)
             .await
             .expect("make"),
-        4
+        5
     );
     // Day 1: old enough everywhere. Day 2: one run still pending. Day 3: a job retention does
-    // not know. Day 4: finished too recently for a 30-day keep.
+    // not know. Day 4: finished too recently for a 30-day keep. Day 5: old enough, behind three
+    // partitions that are kept.
     seed(&backend, "tick", "2026-01-01", 50, "40 days").await;
     seed(&backend, "tick", "2026-01-02", 50, "40 days").await;
     count(
@@ -318,15 +319,17 @@ async fn retention_drops_a_partition_only_when_it_keeps_none_of_its_rows() {
     .await;
     seed(&backend, "other", "2026-01-03", 10, "40 days").await;
     seed(&backend, "tick", "2026-01-04", 50, "2 days").await;
+    seed(&backend, "tick", "2026-01-05", 10, "40 days").await;
 
     let pruned = backend
         .prune_partitions(&[keep("tick", 30)])
         .await
         .expect("prune partitions");
     assert_eq!(pruned.len(), 1, "{pruned:?}");
-    assert_eq!((pruned[0].job.as_str(), pruned[0].runs), ("tick", 50));
+    assert_eq!((pruned[0].job.as_str(), pruned[0].runs), ("tick", 60));
     let runs = partitions_of(&backend, "job_runs").await;
     assert!(!runs.contains(&"job_runs_p20260101".to_owned()), "{runs:?}");
+    assert!(!runs.contains(&"job_runs_p20260105".to_owned()), "{runs:?}");
     for kept in [
         "job_runs_p20260102",
         "job_runs_p20260103",
