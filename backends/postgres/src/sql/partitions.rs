@@ -17,8 +17,20 @@ SELECT EXISTS (SELECT 1 FROM {schema}.job_runs) AS any,
        (SELECT max(scheduled_at) FROM {schema}.job_runs) AS latest,
        statement_timestamp() AS now";
 
+/// The ids of the attempts without a slot time (written before migration 17): lowest, highest.
+pub(crate) const UNSTAMPED: &str = "
+SELECT min(id) AS lo, max(id) AS hi FROM {schema}.job_run_attempts WHERE scheduled_at IS NULL";
+
+/// Gives the attempts with ids from `$1` up to `$2` (excluded) their run's slot time: the
+/// conversion's backfill, a range of the primary key per statement, before the conversion's
+/// exclusive lock (attempts written meanwhile have theirs already).
+pub(crate) const STAMP_ATTEMPTS: &str = "
+UPDATE {schema}.job_run_attempts a SET scheduled_at = r.scheduled_at
+FROM {schema}.job_runs r
+WHERE a.id >= $1 AND a.id < $2 AND a.scheduled_at IS NULL AND r.id = a.run_id";
+
 /// The first half of the conversion, on the plain tables under an exclusive lock: every attempt
-/// gets its run's slot time, the foreign key, the identities and the keys that do not hold the slot
+/// the backfill (`STAMP_ATTEMPTS`) did not reach gets its run's slot time, the foreign key, the identities and the keys that do not hold the slot
 /// time go, the tables become `*_legacy`, and their indexes make way for the parents' names.
 ///
 /// The ids go on from where the identities stopped, in sequences the parents own.

@@ -118,6 +118,13 @@ async fn a_plain_table_with_runs_is_converted_and_a_running_run_goes_on() {
         .await
         .expect("finish");
     let before = plain.runs(Some("conv")).await.expect("runs");
+    // As attempts written before migration 17: no slot time.
+    texts(
+        &plain,
+        "WITH u AS (UPDATE {s}.job_run_attempts SET scheduled_at = NULL RETURNING 1)
+         SELECT count(*)::text FROM u",
+    )
+    .await;
     plain.close().await;
 
     let backend = partitioned(&schema).await;
@@ -130,6 +137,16 @@ async fn a_plain_table_with_runs_is_converted_and_a_running_run_goes_on() {
     assert!(
         attempts.contains(&"job_run_attempts_legacy".to_owned()),
         "{attempts:?}"
+    );
+    assert_eq!(
+        texts(
+            &backend,
+            "SELECT count(*)::text FROM {s}.job_run_attempts a JOIN {s}.job_runs r
+             ON r.id = a.run_id AND r.scheduled_at = a.scheduled_at"
+        )
+        .await,
+        ["2"],
+        "every attempt has its run's slot time"
     );
 
     // The run that was running when the table was converted heartbeats and finishes as before.
@@ -468,8 +485,18 @@ async fn a_schedulers_retention_pass_drops_a_partition_past_its_keep() {
             .contains(&"job_runs_p20260101".to_owned())
     })
     .await;
+    let ran = crate::common::eventually(Duration::from_secs(5), || async {
+        count(
+            &backend,
+            "SELECT count(*) FROM {s}.job_runs WHERE job_name = 'tick'",
+        )
+        .await
+            > 0
+    })
+    .await;
     handle.shutdown().await;
     assert!(gone, "the partition is still there");
+    assert!(ran, "the scheduler's own runs are there");
     assert_eq!(
         count(
             &backend,
@@ -477,15 +504,6 @@ async fn a_schedulers_retention_pass_drops_a_partition_past_its_keep() {
         )
         .await,
         0
-    );
-    assert!(
-        count(
-            &backend,
-            "SELECT count(*) FROM {s}.job_runs WHERE job_name = 'tick'"
-        )
-        .await
-            > 0,
-        "the scheduler's own runs are there"
     );
     backend.close().await;
 }
