@@ -10,7 +10,9 @@
 //! - **retention** of the day past a 30-day keep: the time to delete it (the plain table: batches
 //!   of 500 without the pass's pause; partitioned: the drop, then the batches), then the history's
 //!   size on disk and its dead rows; on the plain table also the `VACUUM` that makes the space
-//!   reusable, and the conversion of the 30 days left to the partitioned layout.
+//!   reusable, and the conversion of the 30 days left to the partitioned layout, timed while the
+//!   backend that seeded it claims and finishes a slot every 100 ms (its longest claim is the
+//!   time the conversion held the tables).
 //!
 //! ```text
 //! cargo bench -p slotguard-benches --bench history                          # 10,000,000 runs
@@ -120,22 +122,64 @@ async fn measure(runs: u64, layout: Layout) {
     drain(&backend).await;
     pages(&backend).await;
     retention(&backend, layout).await;
-    backend.close().await;
     if layout == Layout::Plain {
-        let started = Instant::now();
-        let converted = PgBackend::builder(&database_url())
-            .schema(schema.name.clone())
-            .pool_size(1)
-            .partitioned_history(HistoryPartitions::daily())
-            .connect()
-            .await
-            .expect("convert");
-        println!(
-            "conversion of what is left to the partitioned layout: {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-        converted.close().await;
+        convert(&backend).await;
     }
+    backend.close().await;
+}
+
+/// The conversion of what is left to the partitioned layout, while the backend that seeded it
+/// claims and finishes a slot every 100 ms: how long the conversion took, and the longest a claim
+/// and its finish took meanwhile (they wait for the conversion's exclusive lock).
+async fn convert(backend: &PgBackend) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let probe = tokio::spawn({
+        let (backend, stop) = (backend.clone(), stop.clone());
+        async move {
+            let mut longest = Duration::ZERO;
+            let mut at = Utc::now() - TimeDelta::hours(1);
+            while !stop.is_cancelled() {
+                at += TimeDelta::seconds(1);
+                let started = Instant::now();
+                let claims = backend
+                    .claim(
+                        "probe",
+                        &[request("probe", &at.to_rfc3339(), Duration::from_secs(60))],
+                    )
+                    .await
+                    .expect("claim during the conversion");
+                if let Claim::Won(lease) = &claims[0] {
+                    backend
+                        .finish("probe", &[(lease.clone(), Finish::succeeded())])
+                        .await
+                        .expect("finish during the conversion");
+                }
+                longest = longest.max(started.elapsed());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            longest
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let converted = PgBackend::builder(&database_url())
+        .schema(backend.schema())
+        .pool_size(1)
+        .partitioned_history(HistoryPartitions::daily())
+        .connect()
+        .await
+        .expect("convert");
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel();
+    let longest = probe.await.expect("probe");
+    println!(
+        "conversion of what is left to the partitioned layout: {:.1} s; the longest claim and \
+         finish of another backend meanwhile: {:.1} s",
+        took.as_secs_f64(),
+        longest.as_secs_f64()
+    );
+    converted.close().await;
 }
 
 /// Runs `sql`, `{s}` standing for the schema.
