@@ -107,11 +107,12 @@ impl PgBackendBuilder {
     /// Partitions the history (`job_runs` and `job_run_attempts`) by slot time, so that retention
     /// drops a whole partition instead of deleting its rows one by one (default: a plain table).
     ///
-    /// The first backend that connects with this converts the schema, once, in one transaction:
-    /// the rows already there stay in the old tables, which become the partition of every slot up
-    /// to the end of the span after the latest one (their indexes are kept; the two keys that must
-    /// now hold the slot time are built, and every attempt is given its run's slot time, under an
-    /// exclusive lock: plan a quiet moment for a large table). A schema partitioned once stays so,
+    /// The first backend that connects with this converts the schema, once. It first gives every
+    /// old attempt its run's slot time, in batches, while the other replicas go on. Then, in one
+    /// transaction, the rows already there stay in the old tables, which become the partition of
+    /// every slot up to the end of the span after the latest one. Their indexes are kept; the two
+    /// keys that must now hold the slot time are built under an exclusive lock, so plan a quiet
+    /// moment for a large table. A schema partitioned once stays so,
     /// with the span it was given; backends that connect without this option work with it as it
     /// is, and so do their retention passes. See docs/scale.md, "Partitioned history".
     pub fn partitioned_history(mut self, partitions: HistoryPartitions) -> Self {
