@@ -426,6 +426,39 @@ struct Partition {
     end: DateTime<Utc>,
 }
 
+impl Partition {
+    /// `template` (over `{runs}` and `{attempts}`) for this partition, with retention's specs
+    /// bound as `$1` (jobs) and `$2` (keeps in microseconds).
+    fn judged(
+        &self,
+        template: &str,
+        (schema, quoted): (&str, &str),
+        specs: &[PruneSpec],
+    ) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let names = [
+            ("{runs}", self.runs.as_str()),
+            ("{attempts}", self.attempts.as_str()),
+        ];
+        let (jobs, keeps): (Vec<String>, Vec<i64>) = specs
+            .iter()
+            .map(|s| (s.job.clone(), micros(s.keep)))
+            .unzip();
+        sqlx::query(AssertSqlSafe(render(template, schema, quoted, &names)))
+            .persistent(false)
+            .bind(jobs)
+            .bind(keeps)
+    }
+
+    /// `template` (over `{runs}` and `{attempts}`) for this partition.
+    fn ddl(&self, template: &str, (schema, quoted): (&str, &str)) -> String {
+        let names = [
+            ("{runs}", self.runs.as_str()),
+            ("{attempts}", self.attempts.as_str()),
+        ];
+        render(template, schema, quoted, &names)
+    }
+}
+
 /// The partition `name` names, with the end of its slots (`None`: not one of ours).
 fn partition(name: &str, layout: Layout) -> Option<Partition> {
     if name == "job_runs_legacy" {
@@ -562,37 +595,30 @@ impl PgBackend {
         p: &Partition,
         specs: &[PruneSpec],
     ) -> Result<bool, sqlx::Error> {
-        let names = [
-            ("{runs}", p.runs.as_str()),
-            ("{attempts}", p.attempts.as_str()),
-        ];
-        let (schema, quoted) = (self.schema(), &self.inner.quoted);
-        let (jobs, keeps) = spec_columns(specs);
+        let names = (self.schema(), self.inner.quoted.as_str());
         let mut tx = conn.begin().await?;
-        let keeps_any: bool = sqlx::query_scalar(AssertSqlSafe(render(
-            &q::keeps_any(),
-            schema,
-            quoted,
-            &names,
-        )))
-        .persistent(false)
-        .bind(&jobs)
-        .bind(&keeps)
-        .fetch_one(&mut *tx)
-        .await?;
+        let keeps_any: bool = p
+            .judged(&q::keeps_any(), names, specs)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("keeps")?;
         tx.commit().await?;
         if keeps_any {
             return Ok(false);
         }
         let mut tx = conn.begin().await?;
         run(&mut tx, "SET LOCAL lock_timeout = '500ms'".to_owned()).await?;
-        match run(&mut tx, render(q::DETACH, schema, quoted, &names)).await {
+        match run(&mut tx, p.ddl(q::DETACH, names)).await {
             Ok(()) => {
                 tx.commit().await?;
                 Ok(true)
             }
             Err(e) if is_lock_timeout(&e) => {
-                tracing::debug!(schema, partition = p.runs, "drop left for later: busy");
+                tracing::debug!(
+                    schema = names.0,
+                    partition = p.runs,
+                    "drop left for later: busy"
+                );
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -608,42 +634,26 @@ impl PgBackend {
         specs: &[PruneSpec],
         dropped: &mut BTreeMap<String, u64>,
     ) -> Result<(), sqlx::Error> {
-        let names = [
-            ("{runs}", p.runs.as_str()),
-            ("{attempts}", p.attempts.as_str()),
-        ];
-        let (schema, quoted) = (self.schema(), &self.inner.quoted);
-        let (jobs, keeps) = spec_columns(specs);
+        let names = (self.schema(), self.inner.quoted.as_str());
         let mut tx = conn.begin().await?;
-        let rows = sqlx::query(AssertSqlSafe(render(
-            &q::finish_drop(),
-            schema,
-            quoted,
-            &names,
-        )))
-        .persistent(false)
-        .bind(&jobs)
-        .bind(&keeps)
-        .fetch_all(&mut *tx)
-        .await?;
-        run(&mut tx, render(q::DROP, schema, quoted, &names)).await?;
+        let rows = p
+            .judged(&q::finish_drop(), names, specs)
+            .fetch_all(&mut *tx)
+            .await?;
+        run(&mut tx, p.ddl(q::DROP, names)).await?;
         tx.commit().await?;
         for row in rows {
             let runs: i64 = row.try_get("runs")?;
             *dropped.entry(row.try_get("job_name")?).or_default() +=
                 u64::try_from(runs).unwrap_or(0);
         }
-        tracing::info!(schema, partition = p.runs, "history partition dropped");
+        tracing::info!(
+            schema = names.0,
+            partition = p.runs,
+            "history partition dropped"
+        );
         Ok(())
     }
-}
-
-/// The specs as the statements bind them: names, and keeps in microseconds.
-fn spec_columns(specs: &[PruneSpec]) -> (Vec<&str>, Vec<i64>) {
-    specs
-        .iter()
-        .map(|s| (s.job.as_str(), micros(s.keep)))
-        .unzip()
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use tokio::task::JoinSet;
 use crate::common::{Connect, TABLES, TestSchema, database_url, eventually, tables};
 
 /// A backend in a schema of its own, dropped with it.
-struct Fresh {
-    backend: PgBackend,
-    schema: TestSchema,
+pub(crate) struct Fresh {
+    pub(crate) backend: PgBackend,
+    pub(crate) schema: TestSchema,
 }
 
 impl std::ops::Deref for Fresh {

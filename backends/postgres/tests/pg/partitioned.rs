@@ -35,25 +35,13 @@ mod slots {
 /// The admin contract on a partitioned history.
 mod admin {
     use super::*;
-
-    struct Fresh {
-        backend: PgBackend,
-        _schema: TestSchema,
-    }
-
-    impl std::ops::Deref for Fresh {
-        type Target = PgBackend;
-
-        fn deref(&self) -> &PgBackend {
-            &self.backend
-        }
-    }
+    use crate::admin::Fresh;
 
     async fn fresh() -> Fresh {
         let schema = TestSchema::new();
         Fresh {
             backend: partitioned(&schema).await,
-            _schema: schema,
+            schema,
         }
     }
 
@@ -264,6 +252,18 @@ async fn an_empty_schema_gets_partitions_ahead_and_a_backfill_its_own() {
     backend.close().await;
 }
 
+/// Makes the partition of `day` (UTC, `YYYY-MM-DD`).
+async fn one_day(backend: &PgBackend, day: &str) {
+    let from = DateTime::parse_from_rfc3339(&format!("{day}T00:00:00Z"))
+        .expect("a day")
+        .to_utc();
+    let made = backend
+        .make_history_partitions(from, from + TimeDelta::hours(1))
+        .await
+        .expect("make");
+    assert_eq!(made, 1);
+}
+
 /// Seeds `n` finished runs of `job` on day `day` (UTC, `YYYY-MM-DD`), each with an attempt and an
 /// audit record, finished `age` ago.
 async fn seed(backend: &PgBackend, job: &str, day: &str, n: u32, age: &str) {
@@ -406,13 +406,7 @@ async fn retention_drops_a_partition_only_when_it_keeps_none_of_its_rows() {
 async fn a_drop_stopped_after_its_detach_is_finished_and_gives_back_what_it_keeps() {
     let schema = TestSchema::new();
     let backend = partitioned(&schema).await;
-    let from = DateTime::parse_from_rfc3339("2026-02-01T00:00:00Z")
-        .unwrap()
-        .to_utc();
-    backend
-        .make_history_partitions(from, from + TimeDelta::hours(1))
-        .await
-        .expect("make");
+    one_day(&backend, "2026-02-01").await;
     seed(&backend, "tick", "2026-02-01", 20, "40 days").await;
     // The drop checked the partition, then an operator retried a run, then the drop detached it
     // and stopped.
@@ -462,13 +456,7 @@ async fn a_drop_stopped_after_its_detach_is_finished_and_gives_back_what_it_keep
 async fn a_schedulers_retention_pass_drops_a_partition_past_its_keep() {
     let schema = TestSchema::new();
     let backend = partitioned(&schema).await;
-    let from = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-        .unwrap()
-        .to_utc();
-    backend
-        .make_history_partitions(from, from + TimeDelta::hours(1))
-        .await
-        .expect("make");
+    one_day(&backend, "2026-01-01").await;
     seed(&backend, "tick", "2026-01-01", 30, "40 days").await;
     let tick = slotguard::Job::new("tick", "* * * * * *", |_| async {})
         .retention(Duration::from_secs(30 * 24 * 3600));
