@@ -234,16 +234,9 @@ impl PgBackendBuilder {
                     .await
                     .map_err(|(step, source)| failed(step)(source))?,
             ),
-            None => {
-                // In a transaction: through a transaction pooler a lone statement may be parsed in
-                // one server session and run in another.
-                let mut tx = conn.begin().await.map_err(failed("read the layout"))?;
-                let found = partitions::layout(&mut tx, quoted, prepared)
-                    .await
-                    .map_err(failed("read the layout"))?;
-                tx.commit().await.map_err(failed("read the layout"))?;
-                found
-            }
+            None => partitions::read_layout(conn, (schema, quoted), prepared)
+                .await
+                .map_err(failed("read the layout"))?,
         };
         let Some(layout) = layout else { return Ok(()) };
         let now = chrono::Utc::now();

@@ -174,11 +174,13 @@ ALTER TABLE {schema}.job_runs DETACH PARTITION {schema}.{runs};
 ALTER TABLE {schema}.job_run_attempts DETACH PARTITION {schema}.{attempts};
 ";
 
-/// Each row of the runs table `{runs}` judged by retention's rule for the jobs in `$1` kept `$2`
-/// microseconds (`PRUNE_RUNS` in `retention.rs`): `kept` unless the job is one of them, the run
+/// A CTE prefix: each row of the runs table `{runs}` judged by retention's rule for the jobs in
+/// `$1` kept `$2` microseconds (`PRUNE_RUNS` in `retention.rs`): `kept` unless the job is one of them, the run
 /// finished for good longer ago than its keep, and it is not at or after the job's newest scheduled
 /// slot (catch-up's watermark, looked for in the whole table and in `{runs}`, attached or not).
-const JUDGED: &str = r#"
+macro_rules! judged {
+    () => {
+        r#"
 WITH spec AS (
     SELECT s.job_name, s.keep_us
     FROM unnest($1::text[], $2::bigint[]) AS s(job_name, keep_us)
@@ -209,37 +211,40 @@ judged AS (
     LEFT JOIN spec k ON k.job_name = r.job_name
     LEFT JOIN marks mk ON mk.job_name = r.job_name
 )
-"#;
-
-/// Whether `{runs}` holds a row retention keeps (`JUDGED`).
-pub(crate) fn keeps_any() -> String {
-    format!("{JUDGED} SELECT EXISTS (SELECT 1 FROM judged WHERE kept) AS keeps")
+"#
+    };
 }
+
+/// Whether `{runs}` holds a row retention keeps (`judged!`).
+pub(crate) const KEEPS_ANY: &str = concat!(
+    judged!(),
+    "SELECT EXISTS (SELECT 1 FROM judged WHERE kept) AS keeps\n"
+);
 
 /// The end of a drop, on the detached partitions: the rows retention keeps (which a change made
 /// between the check and the detach can have made) go back into the parents, where the default
 /// partition takes them; the audit records of the others go; answers the runs dropped per job.
 /// The caller then drops both tables in the same transaction.
-pub(crate) fn finish_drop() -> String {
-    format!(
-        "{JUDGED},
+pub(crate) const FINISH_DROP: &str = concat!(
+    judged!(),
+    r#",
 kept AS (SELECT id FROM judged WHERE kept),
 back AS (
-    INSERT INTO {{schema}}.job_runs
-    SELECT r.* FROM {{schema}}.{{runs}} r WHERE r.id IN (SELECT id FROM kept)
+    INSERT INTO {schema}.job_runs
+    SELECT r.* FROM {schema}.{runs} r WHERE r.id IN (SELECT id FROM kept)
 ),
 back_attempts AS (
-    INSERT INTO {{schema}}.job_run_attempts
-    SELECT a.* FROM {{schema}}.{{attempts}} a WHERE a.run_id IN (SELECT id FROM kept)
+    INSERT INTO {schema}.job_run_attempts
+    SELECT a.* FROM {schema}.{attempts} a WHERE a.run_id IN (SELECT id FROM kept)
 ),
 audit AS (
-    DELETE FROM {{schema}}.job_run_audit a
+    DELETE FROM {schema}.job_run_audit a
     USING judged j
     WHERE a.run_id = j.id AND NOT j.kept
 )
-SELECT job_name, count(*)::bigint AS runs FROM judged WHERE NOT kept GROUP BY job_name"
-    )
-}
+SELECT job_name, count(*)::bigint AS runs FROM judged WHERE NOT kept GROUP BY job_name
+"#
+);
 
 /// Drops both detached tables.
 pub(crate) const DROP: &str = "DROP TABLE {schema}.{runs}, {schema}.{attempts}";
