@@ -185,7 +185,14 @@ impl PgBackend {
         let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
         let limits: Vec<Option<i32>> = specs.iter().map(|s| int(s.limit)).collect();
         let cluster: Vec<Option<i32>> = specs.iter().map(|s| int(s.cluster_limit)).collect();
-        let query = sqlx::query(sql(&self.inner.statements.claim_due))
+        // Jobs that run freely need no window, no numbering and no count: the lighter statement.
+        let statements = &self.inner.statements;
+        let statement = if exclusive.is_empty() {
+            &statements.claim_due_free
+        } else {
+            &statements.claim_due
+        };
+        let query = sqlx::query(sql(statement))
             .bind(owner)
             .bind(&jobs)
             .bind(&max_attempts)

@@ -107,6 +107,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "history layout",
         sql: include_str!("../migrations/0017_history_layout.sql"),
     },
+    Migration {
+        version: 18,
+        description: "queue order",
+        sql: include_str!("../migrations/0018_queue_order.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

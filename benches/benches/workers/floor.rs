@@ -73,14 +73,19 @@ use super::{ROOM, WORKERS, analyze, connect, count, queue_past_slots, scalar_f64
 
 /// Claims up to [`ROOM`] pending due runs of job `$2` for owner `$1`, oldest slot first, and opens
 /// their attempts: one statement. The head of the queue is read through `job_runs_active_idx`
-/// (`job_name, scheduled_at`, active rows only), as slotguard's claim reads it; `SKIP LOCKED`
-/// lets concurrent claimers take disjoint rows without waiting.
+/// (`job_name, scheduled_at, partition_key`, active rows only), as slotguard's claim reads it,
+/// with the job named by a range as slotguard's statements name it (`HEAD_OF_QUEUE` in the
+/// backend's `sql/due.rs`): written `job_name = $2 ... ORDER BY scheduled_at`, its generic plan
+/// walked `job_runs_scheduled_idx` past every finished run once migration 18 widened the index
+/// (8.5 ms a claim instead of 2.5). `SKIP LOCKED` lets concurrent claimers take disjoint rows
+/// without waiting.
 const CLAIM: &str = r#"
 WITH due AS (
     SELECT id
     FROM {schema}.job_runs
-    WHERE job_name = $2 AND status = 'pending' AND next_attempt_at <= statement_timestamp()
-    ORDER BY scheduled_at
+    WHERE job_name >= $2 AND job_name <= $2
+      AND status = 'pending' AND next_attempt_at <= statement_timestamp()
+    ORDER BY job_name, scheduled_at
     LIMIT {room}
     FOR UPDATE SKIP LOCKED
 ),

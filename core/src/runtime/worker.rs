@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::Runtime;
@@ -20,6 +21,10 @@ const MIN_NAP: Duration = Duration::from_millis(1);
 /// The longest poll on a store that cannot signal queued work (SQLite): a slot enqueued just after
 /// a look waits at most this long.
 const POLL_WITHOUT_SIGNAL: Duration = Duration::from_millis(100);
+
+/// The longest a worker with half its room free waits for the runs whose outcomes are on their
+/// way to the store: about one finish's round trip on a busy server.
+const SETTLE: Duration = Duration::from_millis(5);
 
 /// Runs the worker until shutdown; `poll` is the safety net when no signal comes.
 pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
@@ -52,6 +57,7 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
                 () = rt.stop.cancelled() => return,
                 _ = limit.acquire_many(rt.run_refill) => {}
             }
+            settle(&rt, limit).await;
             continue;
         }
         let wake = match next_due(&rt).await {
@@ -72,6 +78,23 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
         if Instant::now() >= next_poll {
             next_poll = Instant::now() + poll;
         }
+    }
+}
+
+/// Once half the room is free, the runs whose outcomes are being written free theirs within a round
+/// trip: waits for them (at most [`SETTLE`]), so that short bodies are claimed in one call of a
+/// full room rather than two of half. Bodies that run longer leave nothing in flight: no wait.
+async fn settle(rt: &Runtime, limit: &Semaphore) {
+    let Some(slots) = &rt.slots else { return };
+    let ending = slots.finisher.in_flight();
+    if ending == 0 {
+        return;
+    }
+    let want = limit.available_permits().saturating_add(ending);
+    let want = u32::try_from(want).unwrap_or(u32::MAX);
+    tokio::select! {
+        () = rt.stop.cancelled() => {}
+        _ = tokio::time::timeout(SETTLE, limit.acquire_many(want)) => {}
     }
 }
 

@@ -109,6 +109,126 @@ macro_rules! due_condition {
     };
 }
 
+/// The start every claim of due runs shares: `spec`, one entry per job (the first), and the
+/// recovery of stale and abandoned runs: `stale_or_abandoned` finds them, `exhausted` locks those
+/// that have had `max_attempts` attempts (they are buried by [`claim_end!`]'s `dead`).
+macro_rules! claim_start {
+    () => {
+        r#"
+WITH spec AS (
+    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster
+    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[])
+         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ord)
+    ORDER BY job_name, ord
+),
+stale_or_abandoned AS MATERIALIZED (
+    -- Abandoned runs due again, as a range of job_runs_due_idx: `status = 'abandoned'` would let
+    -- a plan made on statistics from before any run finished read job_runs_finished_idx instead,
+    -- whose few abandoned rows sit among every finished run (17,000 rows read a claim, and more
+    -- with every run).
+    SELECT a.id FROM {schema}.job_runs a
+    WHERE a.status IN ('pending', 'abandoned')
+      AND (a.status, a.next_attempt_at) > ('abandoned', '-infinity'::timestamptz)
+      AND (a.status, a.next_attempt_at) <= ('abandoned', {now})
+      AND a.job_name IN (SELECT job_name FROM spec)
+    UNION ALL
+    SELECT r.id FROM {schema}.job_runs r
+    WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < {now}
+      AND r.job_name IN (SELECT job_name FROM spec)
+),
+exhausted AS (
+    SELECT j.id, s.max_attempts
+    FROM stale_or_abandoned c
+    JOIN {schema}.job_runs j ON j.id = c.id
+    JOIN spec s ON s.job_name = j.job_name
+    WHERE j.attempt >= s.max_attempts
+      AND ((j.status IN ('pending', 'abandoned') AND j.status <> 'pending'
+            AND j.next_attempt_at <= {now})
+           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
+    ORDER BY j.scheduled_at, j.job_name, j.partition_key
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
+),
+"#
+    };
+}
+
+/// The end every claim of due runs shares, after its `due` (the rows it locked to run) and
+/// `exhausted`: `dead` buries the exhausted runs and `dead_attempts` closes a still-running
+/// attempt of theirs; `upd` makes each due run `running` with attempt + 1, a new token, a fresh
+/// heartbeat and this backend's presence key; `abandon` closes a stale run's previous attempt
+/// (`heartbeat expired`); `attempts` opens the new attempt rows.
+macro_rules! claim_end {
+    () => {
+        r#"dead AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'dead',
+        next_attempt_at = NULL,
+        error_message = format({exhausted}, j.attempt, x.max_attempts),
+        finished_at = {now},
+        updated_at = {now}
+    FROM exhausted x
+    WHERE j.id = x.id
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
+              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent, x.max_attempts
+),
+dead_attempts AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
+    FROM dead d
+    WHERE a.run_id = d.id AND (a.scheduled_at = d.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = d.attempt AND a.status = 'running'
+),
+upd AS (
+    UPDATE {schema}.job_runs j
+    SET status = 'running',
+        attempt = j.attempt + 1,
+        owner = $1,
+        presence = {presence},
+        fencing_token = nextval('{schema}.fencing_tokens'),
+        heartbeat_at = {now},
+        started_at = {now},
+        finished_at = NULL,
+        next_attempt_at = NULL,
+        updated_at = {now}
+    FROM due d
+    WHERE j.id = d.id AND j.scheduled_at = d.scheduled_at
+      AND j.status IN ('pending', 'abandoned', 'running')
+    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
+              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
+),
+abandon AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
+    FROM upd u
+    WHERE a.run_id = u.id AND (a.scheduled_at = u.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = u.attempt - 1 AND a.status = 'running'
+),
+attempts AS (
+    INSERT INTO {schema}.job_run_attempts
+        (run_id, attempt, owner, fencing_token, status, started_at, scheduled_at)
+    SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at FROM upd
+)
+"#
+    };
+}
+
+/// What a claim of due runs answers: the runs it started (`upd`) and those it buried (`dead`),
+/// each with whether it was buried, its job's `max_attempts` then, and whether it was fenced.
+macro_rules! claimed_rows {
+    () => {
+        r#"SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
+       wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts,
+       false AS fenced
+FROM upd
+UNION ALL
+SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
+       wall_time, business_date, trace_parent, true, max_attempts, false
+FROM dead
+"#
+    };
+}
+
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
 /// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies,
@@ -147,14 +267,8 @@ macro_rules! due_condition {
 ///   presence key; `abandon` closes a stale run's previous attempt (`heartbeat expired`);
 ///   `attempts` opens the new attempt rows.
 pub(crate) const CLAIM_DUE: &str = concat!(
-    r#"
-WITH spec AS (
-    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster
-    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[])
-         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ord)
-    ORDER BY job_name, ord
-),
-running AS (
+    claim_start!(),
+    r#"running AS (
     SELECT o.job_name, count(*) AS n
     FROM {schema}.job_runs o
     JOIN spec s ON s.job_name = o.job_name
@@ -162,34 +276,6 @@ running AS (
       AND o.status = 'running'
       AND o.heartbeat_at + o.stale_after >= {now}
     GROUP BY o.job_name
-),
-stale_or_abandoned AS MATERIALIZED (
-    -- Abandoned runs due again, as a range of job_runs_due_idx: `status = 'abandoned'` would let
-    -- a plan made on statistics from before any run finished read job_runs_finished_idx instead,
-    -- whose few abandoned rows sit among every finished run (17,000 rows read a claim, and more
-    -- with every run).
-    SELECT a.id FROM {schema}.job_runs a
-    WHERE a.status IN ('pending', 'abandoned')
-      AND (a.status, a.next_attempt_at) > ('abandoned', '-infinity'::timestamptz)
-      AND (a.status, a.next_attempt_at) <= ('abandoned', {now})
-      AND a.job_name IN (SELECT job_name FROM spec)
-    UNION ALL
-    SELECT r.id FROM {schema}.job_runs r
-    WHERE r.status = 'running' AND r.heartbeat_at + r.stale_after < {now}
-      AND r.job_name IN (SELECT job_name FROM spec)
-),
-exhausted AS (
-    SELECT j.id, s.max_attempts
-    FROM stale_or_abandoned c
-    JOIN {schema}.job_runs j ON j.id = c.id
-    JOIN spec s ON s.job_name = j.job_name
-    WHERE j.attempt >= s.max_attempts
-      AND ((j.status IN ('pending', 'abandoned') AND j.status <> 'pending'
-            AND j.next_attempt_at <= {now})
-           OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
-    ORDER BY j.scheduled_at, j.job_name, j.partition_key
-    LIMIT $4
-    FOR UPDATE OF j SKIP LOCKED
 ),
 eligible AS MATERIALIZED (
     SELECT c.*
@@ -263,55 +349,9 @@ due AS (
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
 ),
-dead AS (
-    UPDATE {schema}.job_runs j
-    SET status = 'dead',
-        next_attempt_at = NULL,
-        error_message = format({exhausted}, j.attempt, x.max_attempts),
-        finished_at = {now},
-        updated_at = {now}
-    FROM exhausted x
-    WHERE j.id = x.id
-    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
-              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent, x.max_attempts
-),
-dead_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
-    FROM dead d
-    WHERE a.run_id = d.id AND (a.scheduled_at = d.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = d.attempt AND a.status = 'running'
-),
-upd AS (
-    UPDATE {schema}.job_runs j
-    SET status = 'running',
-        attempt = j.attempt + 1,
-        owner = $1,
-        presence = {presence},
-        fencing_token = nextval('{schema}.fencing_tokens'),
-        heartbeat_at = {now},
-        started_at = {now},
-        finished_at = NULL,
-        next_attempt_at = NULL,
-        updated_at = {now}
-    FROM due d
-    WHERE j.id = d.id AND j.scheduled_at = d.scheduled_at
-      AND j.status IN ('pending', 'abandoned', 'running')
-    RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
-              j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
-),
-abandon AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
-    FROM upd u
-    WHERE a.run_id = u.id AND (a.scheduled_at = u.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = u.attempt - 1 AND a.status = 'running'
-),
-attempts AS (
-    INSERT INTO {schema}.job_run_attempts
-        (run_id, attempt, owner, fencing_token, status, started_at, scheduled_at)
-    SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at FROM upd
-),
+"#,
+    claim_end!(),
+    r#",
 fenced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned',
@@ -337,19 +377,52 @@ fenced_attempts AS (
     WHERE a.run_id = f.id AND (a.scheduled_at = f.scheduled_at OR a.scheduled_at IS NULL)
       AND a.attempt = f.attempt AND a.status = 'running'
 )
-SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, trace_parent, false AS buried, 0 AS max_attempts,
-       false AS fenced
-FROM upd
-UNION ALL
-SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
-       wall_time, business_date, trace_parent, true, max_attempts, false
-FROM dead
-UNION ALL
+"#,
+    claimed_rows!(),
+    r#"UNION ALL
 SELECT id, attempt, fencing_token, job_name, scheduled_at, partition_key, "trigger", zone,
        wall_time, business_date, trace_parent, false, 0, true
 FROM fenced
 ORDER BY buried, fenced, scheduled_at, job_name, partition_key
+"#
+);
+
+/// `CLAIM_DUE` for calls whose every job runs freely: overlap `allow` and no cluster-wide limit,
+/// so that no run of a job waits for another and no count is shared across claimers. Same
+/// parameters, same answer (no run is ever `fenced`), same rules; what it leaves out is the work
+/// those two features need: `running`, the window of candidates, the per-partition numbering and
+/// the look-up again by id.
+///
+/// `due` reads each job's active runs in slot order through job_runs_active_idx and locks the
+/// first due ones it can (`FOR UPDATE SKIP LOCKED`, at most the job's limit for the call), then keeps
+/// the oldest `$4` of all jobs: the queue's usual shape, one pass over the head of the queue. A
+/// row that another caller re-claimed and committed after this statement's snapshot is re-checked
+/// on its new version (now fresh `running`) and skipped, as the lock re-evaluates the condition.
+/// With several jobs, rows locked beyond the `$4` kept are let go at commit.
+pub(crate) const CLAIM_DUE_FREE: &str = concat!(
+    claim_start!(),
+    r#"due AS (
+    SELECT c.id, c.scheduled_at
+    FROM spec s
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.job_name, j.partition_key, j.scheduled_at
+        FROM {schema}.job_runs j
+        WHERE j.job_name >= s.job_name AND j.job_name <= s.job_name
+          AND j.status IN ('pending', 'abandoned', 'running')
+          AND "#,
+    due_condition!(),
+    r#"
+        ORDER BY j.job_name, j.scheduled_at, j.partition_key
+        LIMIT LEAST($4, COALESCE(s.lim, $4))
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    ORDER BY c.scheduled_at, c.job_name, c.partition_key
+    LIMIT $4
+),
+"#,
+    claim_end!(),
+    claimed_rows!(),
+    r#"ORDER BY buried, fenced, scheduled_at, job_name, partition_key
 "#
 );
 

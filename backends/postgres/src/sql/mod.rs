@@ -59,6 +59,7 @@ pub(crate) const NOW: &str = "statement_timestamp()";
 pub(crate) struct Statements {
     pub(crate) claim: Arc<str>,
     pub(crate) claim_due: Arc<str>,
+    pub(crate) claim_due_free: Arc<str>,
     pub(crate) decide_queued: Arc<str>,
     pub(crate) due_jobs: Arc<str>,
     pub(crate) next_due: Arc<str>,
@@ -127,6 +128,7 @@ impl Statements {
         Statements {
             claim: s(claim::CLAIM),
             claim_due: s(due::CLAIM_DUE),
+            claim_due_free: s(due::CLAIM_DUE_FREE),
             decide_queued: s(due::DECIDE_QUEUED),
             due_jobs: s(due::DUE_JOBS),
             next_due: s(due::NEXT_DUE),
@@ -223,6 +225,7 @@ mod tests {
         let runs = [
             &s.claim,
             &s.claim_due,
+            &s.claim_due_free,
             &s.decide_queued,
             &s.due_jobs,
             &s.next_due,
@@ -252,11 +255,17 @@ mod tests {
     #[test]
     fn attempts_carry_the_presence_key() {
         let s = Statements::new("\"s\"", Some(-42));
-        for sql in [&s.claim, &s.claim_due] {
+        for sql in [&s.claim, &s.claim_due, &s.claim_due_free] {
             assert!(sql.contains("presence = -42"), "{sql}");
         }
         assert!(s.claim.contains("ELSE -42 END"));
-        for sql in [&s.claim, &s.claim_due, &s.expire_gone, &s.record_skipped] {
+        for sql in [
+            &s.claim,
+            &s.claim_due,
+            &s.claim_due_free,
+            &s.expire_gone,
+            &s.record_skipped,
+        ] {
             assert!(!sql.contains('{'), "a placeholder is left in {sql}");
         }
     }
@@ -266,7 +275,7 @@ mod tests {
     #[test]
     fn without_presence_attempts_carry_no_key() {
         let s = Statements::new("\"s\"", None);
-        for sql in [&s.claim, &s.claim_due] {
+        for sql in [&s.claim, &s.claim_due, &s.claim_due_free] {
             assert!(sql.contains("presence = NULL::integer"), "{sql}");
         }
         assert!(s.claim.contains("ELSE NULL::integer END"));

@@ -96,7 +96,7 @@ CREATE INDEX job_runs_job_status_idx
     ON {schema}.job_runs (job_name, status, scheduled_at DESC, id DESC);
 CREATE INDEX job_runs_status_scheduled_idx
     ON {schema}.job_runs (status, scheduled_at DESC, id DESC);
-CREATE INDEX job_runs_active_idx ON {schema}.job_runs (job_name, scheduled_at)
+CREATE INDEX job_runs_active_idx ON {schema}.job_runs (job_name, scheduled_at, partition_key)
     WHERE status IN ('pending', 'abandoned', 'running');
 
 CREATE TABLE {schema}.job_run_attempts
