@@ -30,7 +30,11 @@
 //!   (running ones included) through `job_runs_active_idx`, keeps the first 128 that are due,
 //!   numbers them per job and partition and per job (two window functions), and `due` looks them
 //!   up again by id to lock 16. The floor reads the same index, in the same order, and stops at
-//!   the first 16 pending rows it can lock.
+//!   the first 16 pending rows it can lock. So does `CLAIM_DUE_FREE`, which the backend runs
+//!   instead of `CLAIM_DUE` when every job of the call is at overlap `allow` without a cluster-wide
+//!   limit (it still checks every due condition and recovers): the floor's loop below claims the
+//!   `drain` job alone, so it runs `CLAIM_DUE_FREE`; the drain's workers also carry the lag
+//!   scenario's jobs, at overlap `skip`, so their claims run `CLAIM_DUE`.
 //! - **Fewer columns.** The floor's claim leaves `finished_at`, `next_attempt_at` and `updated_at`
 //!   as they are and answers the run's id, attempt, token and slot (six columns, against fourteen);
 //!   its finish checks id, token and status (slotguard's also checks owner, job, instant and
