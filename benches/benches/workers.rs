@@ -52,7 +52,7 @@ fn main() {
         .build()
         .expect("runtime");
     if args.first().map(String::as_str) == Some("--child") {
-        runtime.block_on(child(&args[1], &args[2]));
+        runtime.block_on(child(&args[1], &args[2], &args[3]));
         return;
     }
     let only = args.first().cloned();
@@ -87,8 +87,10 @@ fn main() {
     });
 }
 
-/// A process of the cluster: `role` on `schema`, until its stdin closes.
-async fn child(role: &str, schema: &str) {
+/// A process of the cluster: `role` on `schema` with the jobs of `scenario` (`queue`: the drain's
+/// and the fan-out's; `lag`: the lag scenario's 20; `all`: both, as every process had them before
+/// 2026-12-04), until its stdin closes.
+async fn child(role: &str, schema: &str, scenario: &str) {
     let role: Role = role.parse().expect("a role");
     let backend = PgBackend::builder(&database_url())
         .schema(schema)
@@ -100,17 +102,22 @@ async fn child(role: &str, schema: &str) {
         .backend(backend)
         .role(role)
         .max_concurrent_runs(ROOM)
-        .stale_after(Duration::from_secs(30))
-        .job(Job::new("drain", "0 0 1 1 *", |_| async {}).overlap(Overlap::Allow))
-        .job(
-            Job::new("fanout", "0 0 1 1 *", |_: JobContext| async {})
-                .overlap(Overlap::Allow)
-                .partitions(|| async {
-                    Ok::<_, slotguard::JobError>((0..FANOUT).map(|i| format!("t{i:05}")))
-                }),
-        );
-    for i in 0..LAG_JOBS {
-        builder = builder.job(Job::new(format!("lag_{i:02}"), "* * * * * *", |_| async {}));
+        .stale_after(Duration::from_secs(30));
+    if scenario != "lag" {
+        builder = builder
+            .job(Job::new("drain", "0 0 1 1 *", |_| async {}).overlap(Overlap::Allow))
+            .job(
+                Job::new("fanout", "0 0 1 1 *", |_: JobContext| async {})
+                    .overlap(Overlap::Allow)
+                    .partitions(|| async {
+                        Ok::<_, slotguard::JobError>((0..FANOUT).map(|i| format!("t{i:05}")))
+                    }),
+            );
+    }
+    if scenario != "queue" {
+        for i in 0..LAG_JOBS {
+            builder = builder.job(Job::new(format!("lag_{i:02}"), "* * * * * *", |_| async {}));
+        }
     }
     let handle = builder
         .build()
@@ -127,9 +134,15 @@ async fn child(role: &str, schema: &str) {
     handle.shutdown().await;
 }
 
-fn spawn(role: &str, schema: &str) -> Child {
+/// A child process (see [`child`]); `BENCH_ALL_JOBS=1` gives every process every scenario's jobs.
+fn spawn(role: &str, schema: &str, scenario: &str) -> Child {
+    let scenario = if std::env::var_os("BENCH_ALL_JOBS").is_some() {
+        "all"
+    } else {
+        scenario
+    };
     Command::new(std::env::current_exe().expect("exe"))
-        .args(["--child", role, schema])
+        .args(["--child", role, schema, scenario])
         .stdin(Stdio::piped())
         .spawn()
         .expect("spawn")
@@ -239,7 +252,7 @@ async fn drain(n: usize, workers: usize) -> floor::Drained {
     let before = floor::settled(&mut conn, &schema.name, n as i64, 0, 0).await;
     let (cpu, wall) = (floor::cpu_seconds().1, Instant::now());
     let children: Vec<Child> = (0..workers)
-        .map(|_| spawn("worker", &schema.name))
+        .map(|_| spawn("worker", &schema.name, "queue"))
         .collect();
     wait_for(
         &mut conn,
@@ -372,8 +385,8 @@ async fn graphile_drain(n: usize, workers: usize) {
 async fn lag() {
     let schema = TestSchema::with_prefix("sg_bench_lag");
     let (backend, mut conn) = connect(&schema).await;
-    let mut children = vec![spawn("scheduler", &schema.name)];
-    children.extend((0..WORKERS).map(|_| spawn("worker", &schema.name)));
+    let mut children = vec![spawn("scheduler", &schema.name, "lag")];
+    children.extend((0..WORKERS).map(|_| spawn("worker", &schema.name, "lag")));
     tokio::time::sleep(LAG_RUN).await;
     stop(children);
     let q = |p: f64| {
@@ -410,7 +423,7 @@ async fn fanout() {
     // request per partition, as a scheduler's tick queues it.
     let slot = Utc::now().with_nanosecond(0).expect("second") + chrono::Duration::seconds(2);
     let children: Vec<Child> = (0..WORKERS)
-        .map(|_| spawn("worker", &schema.name))
+        .map(|_| spawn("worker", &schema.name, "queue"))
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let requests: Vec<ClaimRequest> = (0..FANOUT)

@@ -87,7 +87,8 @@ WHERE NOT pg_try_advisory_xact_lock(1936486260, hashtext(j))
 /// may all defer (`ClaimRequest::defer_if_contended`) takes the locks with [`TRY_LOCK_JOBS`]
 /// instead and leaves out the jobs whose lock is held (answered `Contended`, nothing written): its
 /// snapshot, taken after the locks, then sees every committed claim of the jobs it kept.
-pub(crate) const CLAIM: &str = r#"
+pub(crate) const CLAIM: &str = concat!(
+    r#"
 WITH req AS (
     SELECT r.*, nextval('{schema}.fencing_tokens') AS token,
            (r.trigger_kind = 'schedule'
@@ -185,13 +186,9 @@ replaced AS (
       AND j.status = 'running'
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key
 ),
-replaced_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {replaced}
-    FROM replaced r
-    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = r.attempt AND a.status = 'running'
-),
+"#,
+    close_attempts!("replaced_attempts", "replaced", "{replaced}"),
+    r#",
 fenced AS (
     UPDATE {schema}.job_runs j
     SET status = 'abandoned',
@@ -210,13 +207,9 @@ fenced AS (
       AND j.heartbeat_at + j.stale_after < {now}
     RETURNING j.id, j.attempt, j.job_name, j.scheduled_at, j.partition_key
 ),
-fenced_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
-    FROM fenced f
-    WHERE a.run_id = f.id AND (a.scheduled_at = f.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = f.attempt AND a.status = 'running'
-),
+"#,
+    close_attempts!("fenced_attempts", "fenced", "{heartbeat_expired}"),
+    r#",
 stale AS (
     SELECT j.id, f.ord, f.token, f.stale_after_us
     FROM {schema}.job_runs j
@@ -294,4 +287,5 @@ LEFT JOIN {schema}.job_runs cur
       AND cur.scheduled_at = r.scheduled_at
       AND cur.partition_key = r.partition_key
 ORDER BY r.ord
-"#;
+"#
+);

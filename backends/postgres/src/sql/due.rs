@@ -10,7 +10,8 @@
 /// then runs through `CLAIM_DUE`). Answers what it did, for the events: `decided` rows with their
 /// new status, `superseded` waiting rows, `replaced` runs, and per job and partition under
 /// `replace` the `replacer` (the oldest queued slot).
-pub(crate) const DECIDE_QUEUED: &str = r#"
+pub(crate) const DECIDE_QUEUED: &str = concat!(
+    r#"
 WITH spec AS (
     SELECT DISTINCT ON (job_name) job_name, overlap
     FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS s(job_name, overlap, ord)
@@ -69,13 +70,9 @@ replaced AS (
     WHERE j.job_name = p.job_name AND j.partition_key = p.partition_key AND j.status = 'running'
     RETURNING j.id, j.attempt, j.job_name, j.scheduled_at, j.partition_key
 ),
-replaced_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {replaced}
-    FROM replaced r
-    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = r.attempt AND a.status = 'running'
-)
+"#,
+    close_attempts!("replaced_attempts", "replaced", "{replaced}"),
+    r#"
 SELECT 'decided' AS what, id, job_name, scheduled_at, partition_key, status FROM decided
 UNION ALL
 SELECT 'superseded', id, job_name, scheduled_at, partition_key, 'skipped' FROM superseded
@@ -83,7 +80,8 @@ UNION ALL
 SELECT 'replaced', id, job_name, scheduled_at, partition_key, 'abandoned' FROM replaced
 UNION ALL
 SELECT 'replacer', id, job_name, scheduled_at, partition_key, 'pending' FROM replacer
-"#;
+"#
+);
 
 /// Whether run `j` (joined to its spec `s`) is due for another attempt: `CLAIM_DUE` selects by it
 /// and re-checks it on the row version it locks. An `abandoned` run is written "pending or
@@ -160,7 +158,8 @@ exhausted AS (
 /// (`heartbeat expired`); `attempts` opens the new attempt rows.
 macro_rules! claim_end {
     () => {
-        r#"dead AS (
+        concat!(
+            r#"dead AS (
     UPDATE {schema}.job_runs j
     SET status = 'dead',
         next_attempt_at = NULL,
@@ -172,13 +171,9 @@ macro_rules! claim_end {
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
               j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent, x.max_attempts
 ),
-dead_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
-    FROM dead d
-    WHERE a.run_id = d.id AND (a.scheduled_at = d.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = d.attempt AND a.status = 'running'
-),
+"#,
+            close_attempts!("dead_attempts", "dead", "{heartbeat_expired}"),
+            r#",
 upd AS (
     UPDATE {schema}.job_runs j
     SET status = 'running',
@@ -210,6 +205,7 @@ attempts AS (
     SELECT id, attempt, $1, fencing_token, 'running', {now}, scheduled_at FROM upd
 )
 "#
+        )
     };
 }
 
@@ -370,13 +366,9 @@ fenced AS (
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key,
               j."trigger", j.zone, j.wall_time, j.business_date, j.trace_parent
 ),
-fenced_attempts AS (
-    UPDATE {schema}.job_run_attempts a
-    SET status = 'abandoned', finished_at = {now}, message = {heartbeat_expired}
-    FROM fenced f
-    WHERE a.run_id = f.id AND (a.scheduled_at = f.scheduled_at OR a.scheduled_at IS NULL)
-      AND a.attempt = f.attempt AND a.status = 'running'
-)
+"#,
+    close_attempts!("fenced_attempts", "fenced", "{heartbeat_expired}"),
+    r#"
 "#,
     claimed_rows!(),
     r#"UNION ALL

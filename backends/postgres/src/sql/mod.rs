@@ -28,6 +28,29 @@
 //! partitioned history (`partitions.rs`) the slot time lets the executor look only in the
 //! partition that holds it, instead of probing every partition's index.
 
+/// `$name AS (…)`: the `running` attempts of the runs in `$runs` (with `id`, `scheduled_at` and
+/// `attempt`, the run's current attempt) closed `abandoned` with the message `$reason` (one of the
+/// `{…}` reasons of `with_reasons`). Every statement that takes a run from its attempt
+/// (abandoned, fenced, replaced, buried) closes the attempt with it.
+macro_rules! close_attempts {
+    ($name:literal, $runs:literal, $reason:literal) => {
+        concat!(
+            $name,
+            " AS (
+    UPDATE {schema}.job_run_attempts a
+    SET status = 'abandoned', finished_at = {now}, message = ",
+            $reason,
+            "
+    FROM ",
+            $runs,
+            " r
+    WHERE a.run_id = r.id AND (a.scheduled_at = r.scheduled_at OR a.scheduled_at IS NULL)
+      AND a.attempt = r.attempt AND a.status = 'running'
+)"
+        )
+    };
+}
+
 pub(crate) mod admin;
 pub(crate) mod calendars;
 pub(crate) mod checkpoint;
