@@ -112,6 +112,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "queue order",
         sql: include_str!("../migrations/0018_queue_order.sql"),
     },
+    Migration {
+        version: 19,
+        description: "queue collation",
+        sql: include_str!("../migrations/0019_queue_collation.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

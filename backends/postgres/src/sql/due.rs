@@ -23,7 +23,7 @@ queued AS MATERIALIZED (
                               ORDER BY q.scheduled_at DESC) AS newest
     FROM spec s
     JOIN {schema}.job_runs q
-      ON q.job_name >= s.job_name AND q.job_name <= s.job_name
+      ON q.job_name COLLATE "C" >= s.job_name AND q.job_name COLLATE "C" <= s.job_name
     WHERE s.overlap IN ('skip', 'buffer_one', 'replace')
       AND q.status = 'pending' AND q.attempt = 0
       AND q."trigger" = 'schedule'
@@ -285,9 +285,9 @@ eligible AS MATERIALIZED (
             -- active row for the conditions below). See `HEAD_OF_QUEUE` for the shape.
             SELECT a.*
             FROM {schema}.job_runs a
-            WHERE a.job_name >= s.job_name AND a.job_name <= s.job_name
+            WHERE a.job_name COLLATE "C" >= s.job_name AND a.job_name COLLATE "C" <= s.job_name
               AND a.status IN ('pending', 'abandoned', 'running')
-            ORDER BY a.job_name, a.scheduled_at
+            ORDER BY a.job_name COLLATE "C", a.scheduled_at
             LIMIT ($4 * 4 + 64) * 4
         ) j
         WHERE "#,
@@ -399,12 +399,12 @@ pub(crate) const CLAIM_DUE_FREE: &str = concat!(
     CROSS JOIN LATERAL (
         SELECT j.id, j.job_name, j.partition_key, j.scheduled_at
         FROM {schema}.job_runs j
-        WHERE j.job_name >= s.job_name AND j.job_name <= s.job_name
+        WHERE j.job_name COLLATE "C" >= s.job_name AND j.job_name COLLATE "C" <= s.job_name
           AND j.status IN ('pending', 'abandoned', 'running')
           AND "#,
     due_condition!(),
     r#"
-        ORDER BY j.job_name, j.scheduled_at, j.partition_key
+        ORDER BY j.job_name COLLATE "C", j.scheduled_at, j.partition_key COLLATE "C"
         LIMIT LEAST($4, COALESCE(s.lim, $4))
         FOR UPDATE OF j SKIP LOCKED
     ) c
@@ -441,7 +441,10 @@ LIMIT 1
 /// made right after a bulk load of one job (every row active, one job name) may as well walk
 /// job_runs_scheduled_idx and read past every run that finished since: 400–800 ms a call once a
 /// quarter of 100,000 queued slots had run, against 0.1 ms. A range's selectivity does not depend
-/// on the number of job names, so the plan through job_runs_active_idx stays the cheap one.
+/// on the number of job names, so the plan through job_runs_active_idx stays the cheap one. The
+/// job is named in the "C" collation, as the index holds it (migration 19): the slot key, which has
+/// the same columns in the database's collation, can then serve neither the range nor the order,
+/// so a plan made when every row was active cannot walk it past the finished runs either.
 pub(crate) const DUE_JOBS: &str = r#"
 SELECT DISTINCT s.job_name
 FROM unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
@@ -450,9 +453,9 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT a.*
         FROM {schema}.job_runs a
-        WHERE a.job_name >= s.job_name AND a.job_name <= s.job_name
+        WHERE a.job_name COLLATE "C" >= s.job_name AND a.job_name COLLATE "C" <= s.job_name
           AND a.status IN ('pending', 'abandoned', 'running')
-        ORDER BY a.job_name, a.scheduled_at
+        ORDER BY a.job_name COLLATE "C", a.scheduled_at
         LIMIT 512
     ) j
     WHERE ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= {now}))

@@ -69,6 +69,9 @@ pub(crate) mod schedules;
 pub(crate) mod slots;
 pub(crate) mod trace;
 
+#[cfg(test)]
+mod head_of_queue;
+
 use std::sync::Arc;
 
 use slotguard::store::rules::reason;

@@ -73,7 +73,7 @@ $$;
 /// their keys widened by the slot time (a partitioned table's unique keys must hold its partition
 /// key; the fencing sequence keeps tokens unique across partitions), the plain table's indexes
 /// under their names, and a default partition each for slots no partition covers.
-pub(crate) const PARENTS: &str = r"
+pub(crate) const PARENTS: &str = r#"
 CREATE TABLE {schema}.job_runs
     (LIKE {schema}.job_runs_legacy INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
     PARTITION BY RANGE (scheduled_at);
@@ -96,7 +96,8 @@ CREATE INDEX job_runs_job_status_idx
     ON {schema}.job_runs (job_name, status, scheduled_at DESC, id DESC);
 CREATE INDEX job_runs_status_scheduled_idx
     ON {schema}.job_runs (status, scheduled_at DESC, id DESC);
-CREATE INDEX job_runs_active_idx ON {schema}.job_runs (job_name, scheduled_at, partition_key)
+CREATE INDEX job_runs_active_idx
+    ON {schema}.job_runs (job_name COLLATE "C", scheduled_at, partition_key COLLATE "C")
     WHERE status IN ('pending', 'abandoned', 'running');
 
 CREATE TABLE {schema}.job_run_attempts
@@ -111,7 +112,7 @@ ALTER TABLE {schema}.job_run_attempts
 
 CREATE TABLE {schema}.job_runs_default PARTITION OF {schema}.job_runs DEFAULT;
 CREATE TABLE {schema}.job_run_attempts_default PARTITION OF {schema}.job_run_attempts DEFAULT;
-";
+"#;
 
 /// The plain tables' rows stay where they are: each table becomes the partition of every slot
 /// before `{legacy_end}` (its indexes that match the parent's are adopted as they are; the

@@ -505,10 +505,10 @@ async fn a_schedulers_retention_pass_drops_a_partition_past_its_keep() {
     backend.close().await;
 }
 
-/// Migration 18 on a history partitioned before it: the queue's index is widened on the parent and
-/// on every partition.
+/// Migrations 18 and 19 on a history partitioned before them: the queue's index is widened, and
+/// keyed in the "C" collation, on the parent and on every partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_queue_order_migration_widens_a_partitioned_historys_index() {
+async fn the_queue_migrations_rebuild_a_partitioned_historys_index() {
     let schema = TestSchema::new();
     let backend = partitioned(&schema).await;
     let s = format!("\"{}\"", backend.schema());
@@ -517,26 +517,32 @@ async fn the_queue_order_migration_widens_a_partitioned_historys_index() {
         "DROP INDEX {s}.job_runs_active_idx;
          CREATE INDEX job_runs_active_idx ON {s}.job_runs (job_name, scheduled_at)
              WHERE status IN ('pending', 'abandoned', 'running');
-         DELETE FROM {s}.migrations WHERE version = 18;"
+         DELETE FROM {s}.migrations WHERE version IN (18, 19);"
     );
     sqlx::raw_sql(AssertSqlSafe(undo))
         .execute(backend.pool())
         .await
-        .expect("undo migration 18");
+        .expect("undo migrations 18 and 19");
     backend.close().await;
-    let indexes = |width: &str| {
+    let indexes = |columns: &str| {
         format!(
             "SELECT indexname::text FROM pg_indexes WHERE schemaname = '{}' \
-             AND indexdef LIKE '%USING btree (job_name, scheduled_at{width}) WHERE%' ORDER BY 1",
+             AND indexdef LIKE '%USING btree ({columns}) WHERE%' ORDER BY 1",
             schema.name
         )
     };
 
     let backend = partitioned(&schema).await;
     let partitions = partitions_of(&backend, "job_runs").await;
-    let widened = texts(&backend, &indexes(", partition_key")).await;
-    assert_eq!(widened.len(), partitions.len() + 1, "{widened:?}");
-    assert!(widened.contains(&"job_runs_active_idx".to_owned()));
-    assert_eq!(texts(&backend, &indexes("")).await, Vec::<String>::new());
+    let rebuilt = indexes(r#"job_name COLLATE "C", scheduled_at, partition_key COLLATE "C""#);
+    let rebuilt = texts(&backend, &rebuilt).await;
+    assert_eq!(rebuilt.len(), partitions.len() + 1, "{rebuilt:?}");
+    assert!(rebuilt.contains(&"job_runs_active_idx".to_owned()));
+    for old in [
+        "job_name, scheduled_at",
+        "job_name, scheduled_at, partition_key",
+    ] {
+        assert_eq!(texts(&backend, &indexes(old)).await, Vec::<String>::new());
+    }
     backend.close().await;
 }

@@ -1,0 +1,63 @@
+//! The reads of a job's head of queue cannot walk the slot key: they name the job in the "C"
+//! collation of `job_runs_active_idx` (migration 19), which `job_runs_slot_key`, in the database's
+//! collation, cannot serve. Checked on the plans PostgreSQL makes with the index of active runs
+//! gone (dropped in a transaction that is rolled back): a read that could still use the slot key
+//! would then show it, as the statements before migration 19 did.
+
+use slotguard_tests::pg::{TestSchema, database_url};
+use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
+
+use crate::PgBackend;
+
+/// The plan of `sql` (`EXPLAIN`, nothing executed) with the due-claim parameters bound.
+async fn plan(conn: &mut PgConnection, sql: &str, params: usize) -> String {
+    let explain = format!("EXPLAIN {sql}");
+    let jobs = vec!["job".to_owned()];
+    let mut query = sqlx::query_scalar::<_, String>(AssertSqlSafe(explain));
+    query = match params {
+        // `DUE_JOBS`: jobs, max attempts, overlaps.
+        3 => query.bind(jobs).bind(vec![3_i32]).bind(vec!["skip"]),
+        // The claims: owner, jobs, max attempts, limit, overlaps, limits, cluster limits.
+        _ => query
+            .bind("owner")
+            .bind(jobs)
+            .bind(vec![3_i32])
+            .bind(16_i64)
+            .bind(vec!["allow"])
+            .bind(vec![None::<i32>])
+            .bind(vec![None::<i32>]),
+    };
+    query.fetch_all(conn).await.expect("explain").join("\n")
+}
+
+#[tokio::test]
+async fn head_of_queue_reads_cannot_walk_the_slot_key() {
+    let schema = TestSchema::new();
+    let backend = PgBackend::builder(&database_url())
+        .schema(schema.name.clone())
+        .pool_size(1)
+        .connect()
+        .await
+        .expect("connect");
+    let s = &backend.inner.statements;
+    let reads = [
+        ("due_jobs", &s.due_jobs, 3),
+        ("claim_due", &s.claim_due, 7),
+        ("claim_due_free", &s.claim_due_free, 7),
+    ];
+    let mut conn = PgConnection::connect(&database_url())
+        .await
+        .expect("connect");
+    let mut tx = conn.begin().await.expect("begin");
+    let drop = format!("DROP INDEX \"{}\".job_runs_active_idx", schema.name);
+    sqlx::raw_sql(AssertSqlSafe(drop))
+        .execute(&mut *tx)
+        .await
+        .expect("drop the index of active runs");
+    for (name, sql, params) in reads {
+        let plan = plan(&mut tx, sql, params).await;
+        assert!(!plan.contains("job_runs_slot_key"), "{name}:\n{plan}");
+    }
+    tx.rollback().await.expect("rollback");
+    backend.close().await;
+}
