@@ -189,8 +189,8 @@ fn request(job: &str, at: DateTime<Utc>, partition: String) -> ClaimRequest {
 
 /// `ANALYZE table`, as autovacuum would after a bulk load; then a `CHECKPOINT`, so that the timed
 /// part that follows starts with the server's whole WAL budget. A drain of 100,000 and the floor
-/// before it write about 1 GB of WAL, PostgreSQL's default `max_wal_size`: without it a checkpoint
-/// fell inside whichever part came last and slowed it by up to half.
+/// before it write about 1 GB of WAL, PostgreSQL's default `max_wal_size`: without it one requested
+/// checkpoint fell inside every run.
 async fn analyze(conn: &mut PgConnection, table: &str) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ANALYZE {table}")))
         .execute(&mut *conn)
