@@ -290,6 +290,7 @@ async fn drain(backend: &PgBackend) {
             overlap: Overlap::Allow,
             limit: None,
             cluster_limit: None,
+            ahead: std::time::Duration::ZERO,
         })
         .collect();
     let started = Instant::now();

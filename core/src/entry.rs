@@ -155,6 +155,7 @@ impl JobEntry {
             overlap: self.overlap,
             limit: room,
             cluster_limit: self.limits.1,
+            ahead: Duration::ZERO,
         }
     }
 
@@ -194,8 +195,9 @@ pub(crate) enum Work {
     },
     /// Whatever the store has due for the job: retries, stale attempts of dead or frozen processes,
     /// shutdown hand-overs, buffered slots, catch-up, manual and backfill runs; at most `limit`
-    /// runs per round.
-    Due { limit: usize },
+    /// runs per round. A worker's also takes the queued slots that fall due within `ahead`
+    /// ([`DueSpec::ahead`]): their bodies start at their instants.
+    Due { limit: usize, ahead: Duration },
 }
 
 /// How many times a slot's claim may be sent back because another claim of its job was in flight
@@ -243,11 +245,12 @@ impl Candidate {
         }
     }
 
-    /// The job's due work, at most `limit` runs of it.
-    pub(crate) fn due(job: &Arc<JobEntry>, limit: usize) -> Self {
+    /// The job's due work, at most `limit` runs of it, with the queued slots that fall due
+    /// within `ahead`.
+    pub(crate) fn due(job: &Arc<JobEntry>, limit: usize, ahead: Duration) -> Self {
         Candidate {
             job: Arc::clone(job),
-            work: Work::Due { limit },
+            work: Work::Due { limit, ahead },
             span: tracing::Span::none(),
         }
     }
@@ -274,8 +277,17 @@ impl Candidate {
     /// How many runs due work may claim (1 for slot work).
     pub(crate) fn due_limit(&self) -> usize {
         match self.work {
-            Work::Due { limit } => limit,
+            Work::Due { limit, .. } => limit,
             Work::Slot { .. } => 1,
+        }
+    }
+
+    /// The spec of due work's claim (for slot work, the job's spec).
+    pub(crate) fn due_spec(&self) -> DueSpec {
+        let spec = self.job.due_spec();
+        match self.work {
+            Work::Due { ahead, .. } => spec.with_ahead(ahead),
+            Work::Slot { .. } => spec,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Roles, in paused tokio time on the memory backend: schedulers enqueue slots as `pending` rows,
-//! workers run them through the job's chain, each slot once, at its instant; an admin process does
-//! neither; a role that cannot work is refused at `build()`.
+//! workers run them through the job's chain, each slot once, at its instant (claimed ahead of it
+//! with `claim_ahead`, unless a run of the job is going); an admin process does neither; a role that
+//! cannot work is refused at `build()`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,11 +64,23 @@ async fn process(
     role: Role,
     job: Job,
 ) -> SchedulerHandle {
+    process_ahead(store, clock, (id, role), job, Duration::ZERO).await
+}
+
+/// [`process`] with a `claim_ahead` of `lead` (a worker claims queued slots that early).
+async fn process_ahead(
+    store: &MemoryBackend,
+    clock: TokioClock,
+    (id, role): (&str, Role),
+    job: Job,
+    lead: Duration,
+) -> SchedulerHandle {
     Scheduler::builder()
         .backend(store.clone())
         .clock(clock)
         .instance_id(id)
         .role(role)
+        .claim_ahead(lead)
         .stale_after(Duration::from_secs(3))
         .recovery_interval(Duration::from_secs(1))
         .job(job)
@@ -83,12 +96,12 @@ async fn cluster(
     clock: TokioClock,
     ledger: &Ledger,
     roles: &[(&str, Role)],
-    body_secs: f64,
+    (body_secs, lead): (f64, Duration),
 ) -> Vec<SchedulerHandle> {
     let mut handles = Vec::new();
     for (id, role) in roles {
         let job = ledger.job("* * * * * *", body_secs, clock, id);
-        handles.push(process(store, clock, id, *role, job).await);
+        handles.push(process_ahead(store, clock, (id, *role), job, lead).await);
     }
     handles
 }
@@ -96,10 +109,19 @@ async fn cluster(
 /// A cluster of `roles` on a fresh memory store running one per-second job with bodies of
 /// `body_secs`, for `secs` seconds of paused time; what the store and the bodies recorded.
 async fn run_for(roles: &[(&str, Role)], body_secs: f64, secs: u64) -> (MemoryBackend, Ledger) {
+    run_ahead(roles, (body_secs, Duration::ZERO), secs).await
+}
+
+/// [`run_for`] with every process's `claim_ahead` at `lead`.
+async fn run_ahead(
+    roles: &[(&str, Role)],
+    (body_secs, lead): (f64, Duration),
+    secs: u64,
+) -> (MemoryBackend, Ledger) {
     let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
     let store = MemoryBackend::with_clock(Arc::new(clock));
     let ledger = Ledger::default();
-    let handles = cluster(&store, clock, &ledger, roles, body_secs).await;
+    let handles = cluster(&store, clock, &ledger, roles, (body_secs, lead)).await;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop(handles).await;
     (store, ledger)
@@ -304,4 +326,80 @@ async fn a_cluster_limit_holds_across_workers() {
     }
     let workers: std::collections::HashSet<&str> = all.iter().map(|e| e.1.as_str()).collect();
     assert!(workers.iter().all(|w| w.starts_with('w')), "{workers:?}");
+}
+
+/// A scheduler and two workers that claim 100 ms ahead (`claim_ahead`).
+const AHEAD: [(&str, Role); 3] = [
+    ("sched", Role::Scheduler),
+    ("w1", Role::Worker),
+    ("w2", Role::Worker),
+];
+const LEAD: Duration = Duration::from_millis(100);
+
+/// [`AHEAD`]'s cluster with bodies of `body_secs` under `skip` for 10 s: no two bodies overlapped
+/// (asserted); the runs recorded `skipped`, and the bodies.
+async fn ahead_without_overlap(body_secs: f64) -> (Vec<slotguard::store::RunRecord>, Ledger) {
+    let (store, ledger) = run_ahead(&AHEAD, (body_secs, LEAD), 10).await;
+    assert_eq!(ledger.overlapping(), 0, "{:#?}", ledger.all());
+    let skipped = store
+        .runs()
+        .into_iter()
+        .filter(|r| r.status == RunStatus::Skipped)
+        .collect();
+    (skipped, ledger)
+}
+
+#[tokio::test(start_paused = true)]
+async fn workers_claim_queued_slots_ahead_and_start_each_body_at_its_instant() {
+    let (store, ledger) = run_ahead(&AHEAD, (0.2, LEAD), 10).await;
+    let bodies = ledger.all();
+    assert_eq!(bodies.len(), 10, "{bodies:?}");
+    for (slot, _, start, _) in &bodies {
+        assert_eq!(start, slot, "the body of {slot} started at {start}");
+    }
+    let runs = store.runs();
+    assert_eq!(runs.len(), 10, "{runs:#?}");
+    for run in &runs {
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+        assert_eq!(run.attempts.len(), 1, "{run:#?}");
+        let early = run.key.scheduled_at - run.attempts[0].started_at;
+        assert!(
+            early > chrono::Duration::zero() && early <= chrono::Duration::from_std(LEAD).unwrap(),
+            "{} was claimed {early} before its instant",
+            run.key.scheduled_at
+        );
+    }
+}
+
+/// Bodies of 0.95 s under `skip`: each run is still going when the next slot's lead begins, and
+/// ends before its instant. An early claim would have had to decide the overlap against a run
+/// about to end; it leaves the slot to its instant instead, so every slot runs and none is skipped.
+#[tokio::test(start_paused = true)]
+async fn a_run_ending_inside_the_lead_never_makes_the_next_slot_skip() {
+    let (skipped, ledger) = ahead_without_overlap(0.95).await;
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    let bodies = ledger.all();
+    assert!(bodies.len() >= 9, "{bodies:?}");
+    for (slot, _, start, _) in &bodies {
+        let lag = *start - *slot;
+        assert!(
+            lag >= chrono::Duration::zero() && lag <= chrono::Duration::milliseconds(5),
+            "the body of {slot} started {lag} after its instant"
+        );
+    }
+}
+
+/// Bodies of 1.05 s under `skip`: the previous run is going through the next slot's lead and at
+/// its instant, so the slot is skipped there, as without the lead, and never claimed early beside
+/// the running one (every other slot runs: the one after a skipped slot is free in its lead).
+#[tokio::test(start_paused = true)]
+async fn a_slot_whose_job_is_running_is_decided_at_its_instant() {
+    let (skipped, _) = ahead_without_overlap(1.05).await;
+    assert!(skipped.len() >= 4, "{skipped:#?}");
+    for run in skipped {
+        assert!(
+            run.attempts.is_empty(),
+            "a skipped slot was claimed: {run:#?}"
+        );
+    }
 }

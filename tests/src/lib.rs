@@ -60,6 +60,7 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
         overlap: slotguard::Overlap::Allow,
         limit: None,
         cluster_limit: None,
+        ahead: std::time::Duration::ZERO,
     }
 }
 

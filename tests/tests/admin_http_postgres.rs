@@ -196,6 +196,7 @@ async fn the_seed_retry_call_works_as_written_and_eight_concurrent_retries_make_
                 overlap: slotguard::Overlap::Allow,
                 limit: None,
                 cluster_limit: None,
+                ahead: std::time::Duration::ZERO,
             }],
             10,
         )

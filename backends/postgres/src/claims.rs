@@ -199,7 +199,8 @@ impl PgBackend {
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(&overlaps)
             .bind(&limits)
-            .bind(&cluster);
+            .bind(&cluster)
+            .bind(crate::leads(specs));
         let decides = specs.iter().any(|s| s.overlap != Overlap::Allow);
         let (decided, rows) = if decides {
             let decide = sqlx::query(sql(&self.inner.statements.decide_queued))

@@ -102,7 +102,7 @@ use async_trait::async_trait;
 use slotguard::ErrorClass;
 use slotguard::store::{
     Backend, CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease,
-    LockLease, LockStore, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
+    LockLease, LockStore, MAX_AHEAD, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use sqlx::postgres::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -429,7 +429,8 @@ impl SlotStore for PgBackend {
                 sqlx::query_scalar(sql(&self.inner.statements.due_jobs))
                     .bind(&jobs)
                     .bind(&max_attempts)
-                    .bind(&overlaps),
+                    .bind(&overlaps)
+                    .bind(leads(specs)),
             )
             .await
             .map_err(PgError::from)?;
@@ -609,6 +610,15 @@ pub(crate) fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'sta
         .collect();
     let overlaps = specs.iter().map(|s| s.overlap.as_str()).collect();
     (jobs, max_attempts, overlaps)
+}
+
+/// The specs' leads ([`DueSpec::ahead`], at most [`MAX_AHEAD`]) in microseconds, as `CLAIM_DUE`
+/// and `DUE_JOBS` take them.
+pub(crate) fn leads(specs: &[DueSpec]) -> Vec<i64> {
+    specs
+        .iter()
+        .map(|s| micros(s.ahead.min(MAX_AHEAD)))
+        .collect()
 }
 
 pub(crate) fn micros(d: Duration) -> i64 {

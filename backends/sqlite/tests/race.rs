@@ -153,6 +153,7 @@ async fn eight_claimers_take_each_due_retry_once() {
                 overlap: slotguard::Overlap::Allow,
                 limit: None,
                 cluster_limit: None,
+                ahead: std::time::Duration::ZERO,
             }];
             barrier.wait().await;
             let mut won = Vec::new();

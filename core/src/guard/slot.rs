@@ -104,7 +104,7 @@ impl SlotGuard {
         if batch.is_empty() {
             return Vec::new();
         }
-        let specs: Vec<DueSpec> = batch.iter().map(|c| c.job.due_spec()).collect();
+        let specs: Vec<DueSpec> = batch.iter().map(|c| c.due_spec()).collect();
         let limit = batch.iter().map(|c| c.due_limit()).max().unwrap_or(1);
         let sent = Instant::now();
         let claims = match self.store.slots.claim_due(&self.owner, &specs, limit).await {

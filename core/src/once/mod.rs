@@ -113,7 +113,8 @@ async fn retry(
     tokio::time::sleep(wait).await;
     let deadline = tokio::time::Instant::now() + retry_for(job);
     loop {
-        let admission = chain::admit(rt, vec![Candidate::due(job, 1)]).await;
+        let admission =
+            chain::admit(rt, vec![Candidate::due(job, 1, std::time::Duration::ZERO)]).await;
         if let Some((ran_slot, done)) = ran(rt, admission).await?
             && ran_slot == slot
         {

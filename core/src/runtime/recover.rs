@@ -52,7 +52,8 @@ pub(crate) async fn due_round(
     if jobs.is_empty() {
         return 0;
     }
-    let Some(due) = which_due(rt, slots, &jobs).await else {
+    let ahead = lead(rt);
+    let Some(due) = which_due(rt, slots, &jobs, ahead).await else {
         return 0;
     };
     let mut batch = Vec::new();
@@ -60,7 +61,7 @@ pub(crate) async fn due_round(
         let has_due = due.iter().any(|d| *d == *job.name);
         job.backlog.store(has_due, Ordering::Release);
         if has_due && may_claim(job) {
-            batch.push(Candidate::due(job, limit));
+            batch.push(Candidate::due(job, limit, ahead));
         }
     }
     if batch.is_empty() {
@@ -115,12 +116,16 @@ async fn which_due(
     rt: &Runtime,
     slots: &crate::guard::slot::SlotGuard,
     jobs: &[&Arc<JobEntry>],
+    ahead: Duration,
 ) -> Option<Vec<String>> {
     let (direct, asked): (Vec<&Arc<JobEntry>>, Vec<&Arc<JobEntry>>) =
         jobs.iter().partition(|j| asks_directly(rt, j));
     let mut due: Vec<String> = direct.iter().map(|j| j.name.to_string()).collect();
     if !asked.is_empty() {
-        let asked: Vec<_> = asked.iter().map(|j| j.due_spec()).collect();
+        let asked: Vec<_> = asked
+            .iter()
+            .map(|j| j.due_spec().with_ahead(ahead))
+            .collect();
         match slots.store.slots.due_jobs(&asked).await {
             Ok(found) => due.extend(found),
             Err(e) => {
@@ -130,6 +135,17 @@ async fn which_due(
         }
     }
     Some(due)
+}
+
+/// How long before their instants a round takes queued slots: a worker's
+/// [`claim_ahead`](crate::SchedulerBuilder::claim_ahead), so that it claims them before they fall
+/// due and starts each body at its instant; nothing for other roles (no slot of theirs is queued).
+pub(crate) fn lead(rt: &Runtime) -> Duration {
+    if rt.role == crate::Role::Worker {
+        rt.claim_ahead
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// Whether a worker claims `job`'s due work without first asking whether there is any: its chain

@@ -1,9 +1,10 @@
 //! The `worker` role's driver: it computes no slot, it drains the durable queue. Each round offers
 //! every job's due work to its guard chain exactly as the recovery loop does (flag → lock →
 //! `claim_due`), so a queued slot runs with the same attempts, heartbeats, fencing tokens, retries,
-//! overlap policy and recovery as a tick's. Between rounds it sleeps until the earliest queued row
-//! falls due, until the store signals new work (PostgreSQL `NOTIFY`), until a run ends, or until
-//! the slow poll: no busy polling.
+//! overlap policy and recovery as a tick's. Between rounds it sleeps until `claim_ahead` before the
+//! earliest queued row falls due (a round claims the queued slots due within that lead whose job
+//! has no run going, and each body starts at its slot's instant), until the store signals new work
+//! (PostgreSQL `NOTIFY`), until a run ends, or until the slow poll: no busy polling.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::Runtime;
-use super::recover::{BATCH, due_round};
+use super::recover::{BATCH, due_round, lead};
 
 /// The shortest sleep after a round that claimed nothing: a row due by this process's clock but not
 /// yet by the store's is asked for again this soon, not in a tight loop.
@@ -48,6 +49,7 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
         if rt.stop.is_cancelled() {
             return;
         }
+        let looked = Instant::now();
         let claimed = drain(&rt).await;
         if let Some(limit) = &rt.run_limit
             && limit.available_permits() < rt.run_refill as usize
@@ -61,7 +63,7 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
             continue;
         }
         let wake = match next_due(&rt).await {
-            Some(at) => at.min(next_poll),
+            Some(at) => wake_for(at, lead(&rt), looked).min(next_poll),
             None => next_poll,
         };
         let wake = if claimed == 0 {
@@ -78,6 +80,17 @@ pub(crate) async fn work(rt: Arc<Runtime>, poll: Duration) {
         if Instant::now() >= next_poll {
             next_poll = Instant::now() + poll;
         }
+    }
+}
+
+/// When to look for a row that falls due at `at`: `lead` before it, so that the round claims it
+/// early ([`DueSpec::ahead`](crate::store::DueSpec::ahead)) and its body starts at the instant;
+/// at the instant itself when a round since `looked` already looked that early (the row was left:
+/// a run of its job was going, and the policy decides at the instant).
+fn wake_for(at: Instant, lead: Duration, looked: Instant) -> Instant {
+    match at.checked_sub(lead) {
+        Some(early) if early > looked => early,
+        _ => at,
     }
 }
 

@@ -139,7 +139,11 @@ impl SchedulerBuilder {
     /// the lead off.
     ///
     /// A process of the [`Role::Scheduler`] role enqueues each slot this long before its instant
-    /// (default 100 ms), so that workers have the row and wake at the instant.
+    /// (default 100 ms), so that workers have the row before it falls due. A process of the
+    /// [`Role::Worker`] role claims queued slots this long before they fall due (default 100 ms,
+    /// as above) when no run of their job and partition is going (or the overlap is `allow`), and
+    /// starts each body at its slot's instant; a slot whose job has a run going is claimed at its
+    /// instant, where the policy decides.
     pub fn claim_ahead(mut self, lead: Duration) -> Self {
         self.claim_ahead = lead;
         self.claim_ahead_set = true;
@@ -151,7 +155,9 @@ impl SchedulerBuilder {
         match self.role {
             _ if self.claim_ahead_set => self.claim_ahead,
             Role::Scheduler => SCHEDULER_LEAD,
-            Role::All if self.store.is_some() && !self.clock_injected => DEFAULT_LEAD,
+            Role::All | Role::Worker if self.store.is_some() && !self.clock_injected => {
+                DEFAULT_LEAD
+            }
             _ => Duration::ZERO,
         }
     }

@@ -211,6 +211,24 @@ impl MemoryBackend {
         }
     }
 
+    /// Simulates a slot queued ahead of its instant: the run of `key`, if it is `pending`, was
+    /// never attempted and is due at a time, falls due at `at` instead. Returns whether it moved.
+    /// For tests of the rules that read `next_attempt_at` ([`DueSpec::ahead`](super::DueSpec::ahead)).
+    pub fn delay_queued(&self, key: &SlotKey, at: DateTime<Utc>) -> bool {
+        let mut inner = self.lock();
+        match inner.runs.get_mut(key) {
+            Some(run)
+                if run.status == RunStatus::Pending
+                    && run.attempts.is_empty()
+                    && run.next_attempt_at.is_some() =>
+            {
+                run.next_attempt_at = Some(at);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The owners of the locks currently held, by key.
     pub fn lock_holders(&self) -> HashMap<i64, String> {
         self.lock()

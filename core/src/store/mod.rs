@@ -123,6 +123,10 @@ pub struct Lease {
 /// its slot is not due yet, and the replicas with the right time will claim it when it is.
 pub const MAX_EARLY: Duration = Duration::from_secs(2);
 
+/// The longest lead ([`DueSpec::ahead`]) a store honours; a longer one counts as this. A worker's
+/// lead is at most 1 s ([`claim_ahead`](crate::SchedulerBuilder::claim_ahead)).
+pub const MAX_AHEAD: Duration = Duration::from_secs(86_400);
+
 /// Whether `request` is a scheduled slot more than [`MAX_EARLY`] ahead of the store's `now`.
 pub fn not_due(request: &ClaimRequest, now: DateTime<Utc>) -> bool {
     request.trigger == Trigger::Schedule
@@ -239,6 +243,13 @@ pub struct DueSpec {
     /// At most this many runs of the job `running` with a fresh heartbeat in the whole store once
     /// the call has handed its runs out; `None`: no such limit.
     pub cluster_limit: Option<u32>,
+    /// Hands out early, besides the work that is due, the slots a scheduler queued (`pending`,
+    /// attempt 0, from the schedule) that fall due within this long after the store's now, so
+    /// that the caller can start each body at its slot's instant instead of claiming then. An
+    /// early claim decides no overlap: unless the overlap is [`Overlap::Allow`], a queued slot of
+    /// a job and partition with a run `running` and fresh is left alone until it is due, where
+    /// the policy decides. Zero (the default): only due work; at most [`MAX_AHEAD`] counts.
+    pub ahead: Duration,
 }
 
 impl DueSpec {
@@ -250,7 +261,15 @@ impl DueSpec {
             overlap: Overlap::Skip,
             limit: None,
             cluster_limit: None,
+            ahead: Duration::ZERO,
         }
+    }
+
+    /// The same spec, handing out queued slots that fall due within `ahead` (see
+    /// [`ahead`](Self::ahead)).
+    pub fn with_ahead(mut self, ahead: Duration) -> Self {
+        self.ahead = ahead;
+        self
     }
 
     /// The same spec with a limit on this call's runs of the job and one across the store.
@@ -414,7 +433,10 @@ pub trait SlotStore: Send + Sync + 'static {
     /// - `pending` with no `next_attempt_at` (buffered) once no run of the same job and partition is
     ///   `running` and fresh;
     /// - `running` with a stale heartbeat (its attempt is recorded `abandoned`, message
-    ///   `heartbeat expired`).
+    ///   `heartbeat expired`);
+    /// - a slot a scheduler queued that falls due within the spec's [`ahead`](DueSpec::ahead),
+    ///   unless (overlap not `allow`) a run of its job and partition is `running` with a fresh
+    ///   heartbeat: it is claimed early and decided by nothing.
     ///
     /// Each becomes `running` with attempt + 1 and a new token. A stale or abandoned run that already
     /// had `max_attempts` attempts becomes `dead` instead and is not returned.

@@ -7,7 +7,7 @@ use slotguard::store::{Backend, Claim, Lease, RunStatus, SlotKey};
 
 use super::capture::Events;
 use super::model::Model;
-use super::ops::{AGE, OWNERS, Op};
+use super::ops::{AGE, DELAY, OWNERS, Op};
 use super::stores::{RowView, Store};
 
 /// What a call answered, with the store's own ids and tokens taken out.
@@ -199,9 +199,12 @@ fn model_step(model: &mut Model, op: &Op, ctx: &Ctx<'_>) -> (Seen, Vec<Vec<Lease
             let (seen, leases) = claims(&answers);
             (seen, leases, events)
         }
-        Op::Enqueue { slot, overlap } => {
-            let (answers, events) =
-                model.claim("", &[slot.request(ctx.base, *overlap)], Mode::Enqueue);
+        Op::Enqueue { slot, overlap } | Op::EnqueueAhead { slot, overlap } => {
+            let request = slot.request(ctx.base, *overlap);
+            let (answers, events) = model.claim("", std::slice::from_ref(&request), Mode::Enqueue);
+            if matches!(op, Op::EnqueueAhead { .. }) {
+                model.delay(&request.key, DELAY);
+            }
             (claims(&answers).0, Vec::new(), events)
         }
         Op::Skip { slot } => {
@@ -278,11 +281,15 @@ async fn store_step(store: &Store, op: &Op, ctx: &Ctx<'_>) -> Result<(Seen, Vec<
             .await
             .map_err(failed)?,
         ),
-        Op::Enqueue { slot, overlap } => {
+        Op::Enqueue { slot, overlap } | Op::EnqueueAhead { slot, overlap } => {
+            let request = slot.request(ctx.base, *overlap);
             let answers = b
-                .enqueue_slots(&[slot.request(ctx.base, *overlap)], &[])
+                .enqueue_slots(std::slice::from_ref(&request), &[])
                 .await
                 .map_err(failed)?;
+            if matches!(op, Op::EnqueueAhead { .. }) {
+                store.delay(&request.key, DELAY).await;
+            }
             (claims(&answers).0, Vec::new())
         }
         Op::Skip { slot } => {

@@ -193,6 +193,18 @@ impl Model {
         )
     }
 
+    /// `Delay`: the slot's row, if `pending`, never attempted and due at a time, falls due `by`
+    /// after now.
+    pub(crate) fn delay(&mut self, key: &SlotKey, by: TimeDelta) {
+        let at = self.now + by;
+        for row in &mut self.rows {
+            let queued = row.status == RunStatus::Pending && row.attempts.is_empty();
+            if row.key == *key && queued && row.next_attempt_at.is_some() {
+                row.next_attempt_at = Some(at);
+            }
+        }
+    }
+
     /// `due_jobs`.
     pub(crate) fn due_jobs(&self, specs: &[DueSpec]) -> Vec<String> {
         let facts: Vec<RowFacts> = self.rows.iter().map(Row::facts).collect();

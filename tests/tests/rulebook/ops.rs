@@ -13,6 +13,10 @@ pub(crate) const OWNERS: [&str; 3] = ["a", "b", "c"];
 pub(crate) const STALE_AFTER: Duration = Duration::from_secs(3600);
 /// How far one `Age` moves the clock: past [`STALE_AFTER`] and past a later retry.
 pub(crate) const AGE: TimeDelta = TimeDelta::hours(2);
+/// How far `EnqueueAhead` puts a queued slot's next attempt after now: inside [`LEAD`], before one `Age`.
+pub(crate) const DELAY: TimeDelta = TimeDelta::hours(1);
+/// The lead of a `claim_due` that claims ahead (`DueSpec::ahead`).
+pub(crate) const LEAD: Duration = Duration::from_secs(90 * 60);
 
 /// How an attempt ends.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +63,9 @@ pub(crate) enum Op {
     Enqueue { slot: Slot, overlap: Overlap },
     /// A slot recorded skipped by the process (`record_skipped`).
     Skip { slot: Slot },
+    /// A scheduler queues a slot ahead of its instant: `Enqueue`, then the slot's row, if it is
+    /// `pending`, never attempted and due at a time, falls due [`DELAY`] after now.
+    EnqueueAhead { slot: Slot, overlap: Overlap },
     /// A claim of a slot far ahead of the store's clock.
     Future { owner: usize, slot: Slot },
     /// A worker claims due work (`claim_due`) of both jobs.
@@ -89,6 +96,8 @@ pub(crate) struct Due {
     pub(crate) limit: usize,
     pub(crate) job_limit: Option<u32>,
     pub(crate) cluster_limit: Option<u32>,
+    /// Claims queued slots that fall due within [`LEAD`].
+    pub(crate) ahead: bool,
 }
 
 impl Slot {
@@ -135,6 +144,7 @@ impl Due {
                 DueSpec::new(format!("j{job}"), self.max_attempts)
                     .with_overlap(self.overlap)
                     .with_limits(self.job_limit, self.cluster_limit)
+                    .with_ahead(if self.ahead { LEAD } else { Duration::ZERO })
             })
             .collect()
     }
@@ -159,15 +169,24 @@ fn slot() -> impl Strategy<Value = Slot> {
 
 fn due() -> impl Strategy<Value = Due> {
     let cap = proptest::option::weighted(0.3, 1..3u32);
-    (1..4u32, overlap(), 1..5usize, cap.clone(), cap).prop_map(
-        |(max_attempts, overlap, limit, job_limit, cluster_limit)| Due {
-            max_attempts,
-            overlap,
-            limit,
-            job_limit,
-            cluster_limit,
-        },
+    (
+        1..4u32,
+        overlap(),
+        1..5usize,
+        cap.clone(),
+        cap,
+        any::<bool>(),
     )
+        .prop_map(
+            |(max_attempts, overlap, limit, job_limit, cluster_limit, ahead)| Due {
+                max_attempts,
+                overlap,
+                limit,
+                job_limit,
+                cluster_limit,
+                ahead,
+            },
+        )
 }
 
 fn end() -> impl Strategy<Value = End> {
@@ -188,6 +207,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (owner(), slot(), overlap(), any::<bool>(), any::<bool>()).prop_map(|(owner, slot, overlap, ahead, defer)| Op::Claim { owner, slot, overlap, ahead, defer }),
         2 => (slot(), overlap()).prop_map(|(slot, overlap)| Op::Enqueue { slot, overlap }),
         1 => slot().prop_map(|slot| Op::Skip { slot }),
+        2 => (slot(), overlap()).prop_map(|(slot, overlap)| Op::EnqueueAhead { slot, overlap }),
         1 => (owner(), slot()).prop_map(|(owner, slot)| Op::Future { owner, slot }),
         3 => (owner(), due()).prop_map(|(owner, due)| Op::ClaimDue { owner, due }),
         1 => due().prop_map(|due| Op::DueJobs { due }),

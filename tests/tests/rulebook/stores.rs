@@ -186,6 +186,50 @@ impl Store {
         }
     }
 
+    /// The run of `key`, if it is `pending`, never attempted and due at a time, falls due `by`
+    /// after the store's now (see `Op::EnqueueAhead`).
+    pub(crate) async fn delay(&self, key: &SlotKey, by: TimeDelta) {
+        let ms = by.num_milliseconds();
+        let (job, at, partition) = (&key.job, key.scheduled_at, &key.partition);
+        match self {
+            Store::Memory(b, clock) => {
+                b.delay_queued(key, clock.now() + by);
+            }
+            Store::Sqlite { backend: b, .. } => {
+                sqlx::query(
+                    "UPDATE slotguard_job_runs \
+                     SET next_attempt_at = CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER) + ?1 \
+                     WHERE job_name = ?2 AND scheduled_at = ?3 AND partition_key = ?4 \
+                       AND status = 'pending' AND attempt = 0 AND next_attempt_at IS NOT NULL",
+                )
+                .bind(ms)
+                .bind(job)
+                .bind(at.timestamp_millis())
+                .bind(partition)
+                .execute(b.pool())
+                .await
+                .expect("delay SQLite");
+            }
+            Store::Postgres { backend: b, .. } => {
+                let sql = format!(
+                    "UPDATE \"{}\".job_runs \
+                     SET next_attempt_at = clock_timestamp() + $1 * interval '1 millisecond' \
+                     WHERE job_name = $2 AND scheduled_at = $3 AND partition_key = $4 \
+                       AND status = 'pending' AND attempt = 0 AND next_attempt_at IS NOT NULL",
+                    b.schema()
+                );
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(ms as f64)
+                    .bind(job)
+                    .bind(at)
+                    .bind(partition)
+                    .execute(b.pool())
+                    .await
+                    .expect("delay PostgreSQL");
+            }
+        }
+    }
+
     /// Every row, sorted by slot key.
     pub(crate) async fn snapshot(&self) -> Vec<RowView> {
         let backend = self.backend();

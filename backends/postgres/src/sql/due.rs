@@ -84,12 +84,17 @@ SELECT 'replacer', id, job_name, scheduled_at, partition_key, 'pending' FROM rep
 );
 
 /// Whether run `j` (joined to its spec `s`) is due for another attempt: `CLAIM_DUE` selects by it
-/// and re-checks it on the row version it locks. An `abandoned` run is written "pending or
+/// and re-checks it on the row version it locks. A slot a scheduler queued (`pending`, attempt 0,
+/// from the schedule) counts from `s.ahead` before it falls due: claimed early, decided by nothing
+/// (`DECIDE_QUEUED` reads due rows only, and `CLAIM_DUE`'s `eligible` leaves it while its job and
+/// partition has a run going). An `abandoned` run is written "pending or
 /// abandoned, not pending", as in `stale_or_abandoned`, so that no plan reads it through the index
 /// of finished runs.
 macro_rules! due_condition {
     () => {
         r#"((j.status = 'pending' AND j.next_attempt_at <= {now})
+       OR (j.status = 'pending' AND j.attempt = 0 AND j."trigger" = 'schedule'
+           AND j.next_attempt_at <= {now} + s.ahead)
        OR (j.status = 'pending' AND j.next_attempt_at IS NULL
            AND NOT EXISTS (
                SELECT 1
@@ -114,9 +119,11 @@ macro_rules! claim_start {
     () => {
         r#"
 WITH spec AS (
-    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster
-    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[])
-         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ord)
+    SELECT DISTINCT ON (job_name) job_name, max_attempts, overlap, lim, cluster,
+           ahead * interval '1 microsecond' AS ahead
+    FROM unnest($2::text[], $3::integer[], $5::text[], $6::integer[], $7::integer[],
+                $8::bigint[])
+         WITH ORDINALITY AS s(job_name, max_attempts, overlap, lim, cluster, ahead, ord)
     ORDER BY job_name, ord
 ),
 stale_or_abandoned AS MATERIALIZED (
@@ -228,8 +235,8 @@ FROM dead
 /// Claims up to `$4` runs that are due for another attempt, for owner `$1`, in one statement.
 ///
 /// Parameters: `$1` owner, `$2` job names, `$3` their `max_attempts`, `$5` their overlap policies,
-/// `$6` their limits for this call and `$7` their cluster-wide limits (same length; NULL for none),
-/// `$4` limit.
+/// `$6` their limits for this call, `$7` their cluster-wide limits (same length; NULL for none)
+/// and `$8` their leads in microseconds (`DueSpec::ahead`, at most `MAX_AHEAD`), `$4` limit.
 ///
 /// - `running` counts the fresh `running` runs of each job with a cluster-wide limit, and `passing`
 ///   numbers each job's candidates: a job gets at most `min($6, $7 - running)` runs from one call.
@@ -430,7 +437,8 @@ ORDER BY j.next_attempt_at
 LIMIT 1
 "#;
 
-/// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies) have work
+/// Which of the jobs `$1` (with `$2` their `max_attempts`, `$3` their overlap policies, `$4` their
+/// leads in microseconds: queued slots that fall due within them count) have work
 /// waiting for `CLAIM_DUE` (which may have to wait for a running run of the job); reads only. One
 /// look per job (`LATERAL … LIMIT 1` through `job_runs_active_idx`): with many jobs the planner would
 /// otherwise scan every active row of all of them once per call.
@@ -447,7 +455,8 @@ LIMIT 1
 /// so a plan made when every row was active cannot walk it past the finished runs either.
 pub(crate) const DUE_JOBS: &str = r#"
 SELECT DISTINCT s.job_name
-FROM unnest($1::text[], $2::integer[], $3::text[]) AS s(job_name, max_attempts, overlap)
+FROM unnest($1::text[], $2::integer[], $3::text[], $4::bigint[])
+     AS s(job_name, max_attempts, overlap, ahead)
 CROSS JOIN LATERAL (
     SELECT 1
     FROM (
@@ -459,6 +468,8 @@ CROSS JOIN LATERAL (
         LIMIT 512
     ) j
     WHERE ((j.status = 'pending' AND (j.next_attempt_at IS NULL OR j.next_attempt_at <= {now}))
+           OR (j.status = 'pending' AND j.attempt = 0 AND j."trigger" = 'schedule'
+               AND j.next_attempt_at <= {now} + s.ahead * interval '1 microsecond')
            OR (j.status = 'abandoned' AND j.next_attempt_at <= {now})
            OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
     LIMIT 1

@@ -14,9 +14,9 @@ use crate::PgBackend;
 /// The parameters a read takes.
 #[derive(Clone, Copy)]
 enum Params {
-    /// `DUE_JOBS`: jobs, max attempts, overlaps.
+    /// `DUE_JOBS`: jobs, max attempts, overlaps, leads.
     Ask,
-    /// The claims: owner, jobs, max attempts, limit, overlaps, limits, cluster limits.
+    /// The claims: owner, jobs, max attempts, limit, overlaps, limits, cluster limits, leads.
     Claim,
 }
 
@@ -26,7 +26,11 @@ async fn plan(conn: &mut PgConnection, sql: &str, params: Params) -> String {
     let jobs = vec!["job".to_owned()];
     let query = sqlx::query_scalar::<_, String>(AssertSqlSafe(explain));
     let query = match params {
-        Params::Ask => query.bind(jobs).bind(vec![3_i32]).bind(vec!["skip"]),
+        Params::Ask => query
+            .bind(jobs)
+            .bind(vec![3_i32])
+            .bind(vec!["skip"])
+            .bind(vec![100_000_i64]),
         Params::Claim => query
             .bind("owner")
             .bind(jobs)
@@ -34,7 +38,8 @@ async fn plan(conn: &mut PgConnection, sql: &str, params: Params) -> String {
             .bind(16_i64)
             .bind(vec!["allow"])
             .bind(vec![None::<i32>])
-            .bind(vec![None::<i32>]),
+            .bind(vec![None::<i32>])
+            .bind(vec![100_000_i64]),
     };
     query.fetch_all(conn).await.expect("explain").join("\n")
 }

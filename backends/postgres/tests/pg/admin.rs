@@ -44,6 +44,7 @@ fn specs(job: &str) -> [DueSpec; 1] {
         overlap: slotguard::Overlap::Allow,
         limit: None,
         cluster_limit: None,
+        ahead: std::time::Duration::ZERO,
     }]
 }
 

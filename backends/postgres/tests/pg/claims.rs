@@ -194,6 +194,7 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
                 overlap: slotguard::Overlap::Allow,
                 limit: None,
                 cluster_limit: None,
+                ahead: std::time::Duration::ZERO,
             }];
             barrier.wait().await;
             let mut claimed = Vec::new();
@@ -232,6 +233,7 @@ async fn eight_callers_claim_each_of_200_due_retries_exactly_once() {
         overlap: slotguard::Overlap::Allow,
         limit: None,
         cluster_limit: None,
+        ahead: std::time::Duration::ZERO,
     }];
     assert!(
         backend

@@ -96,6 +96,7 @@ async fn a_due_claim_that_waited_is_fresh_when_it_is_won() {
         overlap: Overlap::Skip,
         limit: None,
         cluster_limit: None,
+        ahead: std::time::Duration::ZERO,
     }];
     let holder = hold_claim_lock(&job).await;
     tokio::time::sleep(Duration::from_millis(100)).await;

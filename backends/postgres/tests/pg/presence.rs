@@ -97,6 +97,7 @@ async fn a_gone_backends_run_is_taken_over_at_half_its_threshold() {
         overlap: Overlap::Skip,
         limit: None,
         cluster_limit: None,
+        ahead: std::time::Duration::ZERO,
     };
     let recovered = live.claim_due("live", &[spec("recover")], 10).await;
     let recovered = recovered.expect("claim_due");

@@ -190,7 +190,8 @@ fn changed(row: &RowFacts, change: Change, now: DateTime<Utc>) -> RowFacts {
 ///    is never buried: one an operator enqueued or retried runs whatever its count.
 /// 2. A run is due when it is `pending` and due again, `pending` and waiting while no other run
 ///    of its job and partition is `running` with a fresh heartbeat, or `abandoned` and due again or
-///    `running` and stale with attempts left.
+///    `running` and stale with attempts left; and so is a queued slot that falls due within its
+///    spec's `ahead` (claimed early; 3 keeps it while its job and partition has a run going).
 /// 3. Unless its job's overlap is `allow`, a run is not handed out while another run of its job
 ///    and partition is `running` with a fresh heartbeat, and only the oldest due run of each job
 ///    and partition is handed out.
@@ -239,7 +240,7 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         .collect();
     let due = |row: &RowFacts, spec: &DueSpec| match row.status {
         RunStatus::Pending if row.is_waiting() => !busy(row),
-        RunStatus::Pending => row.is_due_again(now),
+        RunStatus::Pending => row.is_due_again(now) || row.is_queued_ahead(now, spec.ahead),
         _ => row.attempt < spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now)),
     };
     let running = fresh_running_per_job(&rows, now);
@@ -340,13 +341,21 @@ fn slot_order(a: &RowFacts, b: &RowFacts) -> std::cmp::Ordering {
 }
 
 /// Which jobs of `specs` have work waiting for `claim_due` among `rows` at `now`, sorted: runs due
-/// again (retries, hand-overs, manual and backfill runs), stale attempts, and waiting slots. Work
+/// again (retries, hand-overs, manual and backfill runs), stale attempts, waiting slots, and
+/// queued slots that fall due within a spec's `ahead` of the job. Work
 /// that must wait for a running run of its job counts: the caller looks again when that run ends.
 pub fn jobs_with_due_work(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>) -> Vec<String> {
     let mut jobs: Vec<String> = rows
         .iter()
         .filter(|row| specs.iter().any(|s| s.job == row.key.job))
-        .filter(|row| row.is_due_again(now) || row.is_stale(now) || row.is_waiting())
+        .filter(|row| {
+            row.is_due_again(now)
+                || row.is_stale(now)
+                || row.is_waiting()
+                || specs
+                    .iter()
+                    .any(|s| s.job == row.key.job && row.is_queued_ahead(now, s.ahead))
+        })
         .map(|row| row.key.job.clone())
         .collect();
     jobs.sort();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::reason;
-use crate::store::{RunStatus, SlotKey, Trigger};
+use crate::store::{MAX_AHEAD, RunStatus, SlotKey, Trigger};
 
 /// One row as the rules see it: its identity and the columns a decision depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +54,21 @@ impl RowFacts {
             && self.attempt == 0
             && self.trigger == Trigger::Schedule
             && self.is_due_again(now)
+    }
+
+    /// A slot a scheduler queued (as [`is_queued_slot`](Self::is_queued_slot)) that falls due
+    /// after `now` and at most `ahead` later: a worker may claim it early. A lead longer than
+    /// [`MAX_AHEAD`] counts as that.
+    pub fn is_queued_ahead(&self, now: DateTime<Utc>, ahead: Duration) -> bool {
+        let Ok(lead) = TimeDelta::from_std(ahead.min(MAX_AHEAD)) else {
+            return false;
+        };
+        self.status == RunStatus::Pending
+            && self.attempt == 0
+            && self.trigger == Trigger::Schedule
+            && self.next_attempt_at.is_some_and(|at| {
+                at > now && at.checked_sub_signed(lead).is_none_or(|from| from <= now)
+            })
     }
 
     /// `pending` or `abandoned` and due again at `now`.
