@@ -1,6 +1,21 @@
 //! Workers' claims of runs that are due: the overlap decisions on queued slots (`DECIDE_QUEUED`),
 //! `CLAIM_DUE`, and the reads that say when and for which jobs there is work.
 
+/// `$alias`'s rows of the job `s.job_name`, named in the "C" collation: the range that reads a
+/// job's head of queue through `job_runs_active_idx`, whose key holds the job that way (migration
+/// 19), and that the slot key (the database's collation) cannot serve. Every head-of-queue read
+/// names its job with it; see `DUE_JOBS` for why a range. `sql::head_of_queue` checks the plans.
+macro_rules! of_job {
+    ($alias:literal) => {
+        concat!(
+            $alias,
+            r#".job_name COLLATE "C" >= s.job_name AND "#,
+            $alias,
+            r#".job_name COLLATE "C" <= s.job_name"#
+        )
+    };
+}
+
 /// The overlap decisions on queued slots, run before `CLAIM_DUE` in its transaction (after the jobs'
 /// claim locks): a slot a scheduler queued (`pending`, attempt 0, from the schedule (catch-up runs wait their turn),
 /// due) whose job and partition has another run `running` with a fresh heartbeat is decided by its
@@ -23,7 +38,9 @@ queued AS MATERIALIZED (
                               ORDER BY q.scheduled_at DESC) AS newest
     FROM spec s
     JOIN {schema}.job_runs q
-      ON q.job_name COLLATE "C" >= s.job_name AND q.job_name COLLATE "C" <= s.job_name
+      ON "#,
+    of_job!("q"),
+    r#"
     WHERE s.overlap IN ('skip', 'buffer_one', 'replace')
       AND q.status = 'pending' AND q.attempt = 0
       AND q."trigger" = 'schedule'
@@ -292,7 +309,9 @@ eligible AS MATERIALIZED (
             -- active row for the conditions below). See `HEAD_OF_QUEUE` for the shape.
             SELECT a.*
             FROM {schema}.job_runs a
-            WHERE a.job_name COLLATE "C" >= s.job_name AND a.job_name COLLATE "C" <= s.job_name
+            WHERE "#,
+    of_job!("a"),
+    r#"
               AND a.status IN ('pending', 'abandoned', 'running')
             ORDER BY a.job_name COLLATE "C", a.scheduled_at
             LIMIT ($4 * 4 + 64) * 4
@@ -406,7 +425,9 @@ pub(crate) const CLAIM_DUE_FREE: &str = concat!(
     CROSS JOIN LATERAL (
         SELECT j.id, j.job_name, j.partition_key, j.scheduled_at
         FROM {schema}.job_runs j
-        WHERE j.job_name COLLATE "C" >= s.job_name AND j.job_name COLLATE "C" <= s.job_name
+        WHERE "#,
+    of_job!("j"),
+    r#"
           AND j.status IN ('pending', 'abandoned', 'running')
           AND "#,
     due_condition!(),
@@ -453,7 +474,8 @@ LIMIT 1
 /// job is named in the "C" collation, as the index holds it (migration 19): the slot key, which has
 /// the same columns in the database's collation, can then serve neither the range nor the order,
 /// so a plan made when every row was active cannot walk it past the finished runs either.
-pub(crate) const DUE_JOBS: &str = r#"
+pub(crate) const DUE_JOBS: &str = concat!(
+    r#"
 SELECT DISTINCT s.job_name
 FROM unnest($1::text[], $2::integer[], $3::text[], $4::bigint[])
      AS s(job_name, max_attempts, overlap, ahead)
@@ -462,7 +484,9 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT a.*
         FROM {schema}.job_runs a
-        WHERE a.job_name COLLATE "C" >= s.job_name AND a.job_name COLLATE "C" <= s.job_name
+        WHERE "#,
+    of_job!("a"),
+    r#"
           AND a.status IN ('pending', 'abandoned', 'running')
         ORDER BY a.job_name COLLATE "C", a.scheduled_at
         LIMIT 512
@@ -474,4 +498,5 @@ CROSS JOIN LATERAL (
            OR (j.status = 'running' AND j.heartbeat_at + j.stale_after < {now}))
     LIMIT 1
 ) AS found
-"#;
+"#
+);
