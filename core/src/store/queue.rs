@@ -40,7 +40,8 @@ pub trait QueueStore: Send + Sync + 'static {
     ) -> Result<Vec<Claim>, StoreError>;
 
     /// The earliest instant, after the store's now, at which a `pending` run of the jobs in `specs`
-    /// falls due (`next_attempt_at`), in one read: a worker sleeps until then instead of polling.
+    /// falls due (`next_attempt_at`), in one read: a worker sleeps until then (less its lead,
+    /// [`DueSpec::ahead`](super::DueSpec::ahead)) instead of polling.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
