@@ -19,6 +19,7 @@
 //! Override the server with `SLOTGUARD_TEST_DATABASE_URL`: a 10,000-job storm needs a lock table
 //! larger than the default one (`max_locks_per_transaction`, see docs/guards.md).
 
+use slotguard_benches::quantile;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -710,15 +711,6 @@ async fn sleep_until(at: DateTime<Utc>) {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// The `q` quantile (nearest rank) of sorted values.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 fn summary(mut values: Vec<f64>) -> String {

@@ -30,6 +30,7 @@
 mod floor;
 
 use slotguard::store::QueueStore;
+use slotguard_benches::quantile;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -447,9 +448,9 @@ async fn lag() {
         "lag: due -> body start (the bodies' clock), {} bodies: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms \
          (first 2 s left out)",
         started.len(),
-        percentile(&started, 0.5),
-        percentile(&started, 0.99),
-        percentile(&started, 1.0),
+        quantile(&started, 0.5),
+        quantile(&started, 0.99),
+        quantile(&started, 1.0),
     );
     backend.close().await;
 }
@@ -474,15 +475,6 @@ fn body_lags(printed: &[String]) -> Vec<f64> {
         .collect();
     lags.sort_by(f64::total_cmp);
     lags
-}
-
-/// The `p` quantile of sorted `values` (nearest rank); NaN when there are none.
-fn percentile(values: &[f64], p: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    values[rank - 1]
 }
 
 async fn fanout() {

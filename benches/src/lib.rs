@@ -33,3 +33,12 @@ pub fn bench_args() -> Vec<String> {
         .filter(|a| a != "--bench")
         .collect()
 }
+
+/// The `q` quantile (nearest rank) of sorted values; NaN when there are none.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}

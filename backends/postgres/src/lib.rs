@@ -102,7 +102,7 @@ use async_trait::async_trait;
 use slotguard::ErrorClass;
 use slotguard::store::{
     Backend, CheckpointStore, Claim, ClaimRequest, ClockStore, DueClaim, DueSpec, Finish, Lease,
-    LockLease, LockStore, MAX_AHEAD, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
+    LockLease, LockStore, QueueStore, SlotKey, SlotStore, StaleLock, StoreError,
 };
 use sqlx::postgres::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -612,13 +612,9 @@ pub(crate) fn spec_columns(specs: &[DueSpec]) -> (Vec<&str>, Vec<i32>, Vec<&'sta
     (jobs, max_attempts, overlaps)
 }
 
-/// The specs' leads ([`DueSpec::ahead`], at most [`MAX_AHEAD`]) in microseconds, as `CLAIM_DUE`
-/// and `DUE_JOBS` take them.
+/// The specs' leads ([`DueSpec::lead`]) in microseconds, as `CLAIM_DUE` and `DUE_JOBS` take them.
 pub(crate) fn leads(specs: &[DueSpec]) -> Vec<i64> {
-    specs
-        .iter()
-        .map(|s| micros(s.ahead.min(MAX_AHEAD)))
-        .collect()
+    specs.iter().map(|s| micros(s.lead())).collect()
 }
 
 pub(crate) fn micros(d: Duration) -> i64 {

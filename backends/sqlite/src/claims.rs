@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use slotguard::store::rules::{
     self, Change, ClaimPlan, Event, Mode, NewRow, RowFacts, SlotPlan, reason,
 };
-use slotguard::store::{Claim, ClaimRequest, DueClaim, DueSpec, Lease, MAX_AHEAD, SlotKey};
+use slotguard::store::{Claim, ClaimRequest, DueClaim, DueSpec, Lease, SlotKey};
 
 use crate::error::SqliteError;
 use crate::inspect::{parse_status, parse_trigger};
@@ -409,7 +409,7 @@ impl Shared {
     ) -> Result<Vec<RowFacts>, SqliteError> {
         let window = i64::try_from(limit.saturating_mul(4).saturating_add(64)).unwrap_or(i64::MAX);
         // Queued slots that fall due within a spec's lead are read too; the rules pick.
-        let lead = specs.iter().map(|s| s.ahead.min(MAX_AHEAD)).max();
+        let lead = specs.iter().map(|s| s.lead()).max();
         let lead = lead.map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(0));
         let mut query =
             sqlx::query_as::<_, FactsRow>(sqlx::AssertSqlSafe(active_rows_sql(specs.len())))

@@ -272,6 +272,11 @@ impl DueSpec {
         self
     }
 
+    /// The lead a store honours: [`ahead`](Self::ahead), at most [`MAX_AHEAD`].
+    pub fn lead(&self) -> Duration {
+        self.ahead.min(MAX_AHEAD)
+    }
+
     /// The same spec with a limit on this call's runs of the job and one across the store.
     pub fn with_limits(mut self, limit: Option<u32>, cluster_limit: Option<u32>) -> Self {
         self.limit = limit;

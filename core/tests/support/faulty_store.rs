@@ -15,7 +15,7 @@ use slotguard::store::{
 /// outcome writes meet an unavailable store; while `cut_off`, every heartbeat hangs for good and
 /// every outcome write fails; while `contended`, every claim request that may defer is answered
 /// `Contended` (another claim of its job in flight, as PostgreSQL answers it), and `defers` keeps
-/// each request's `defer_if_contended`.
+/// each request's `defer_if_contended`; `due_claims` counts the `claim_due` calls.
 #[derive(Default)]
 pub(crate) struct Faulty {
     pub(crate) inner: Arc<MemoryBackend>,
@@ -24,6 +24,8 @@ pub(crate) struct Faulty {
     pub(crate) defers: std::sync::Mutex<Vec<bool>>,
     pub(crate) finish_failures: AtomicU32,
     pub(crate) cut_off: AtomicBool,
+    /// How many `claim_due` calls were made.
+    pub(crate) due_claims: AtomicU32,
 }
 
 impl Faulty {
@@ -72,6 +74,7 @@ impl SlotStore for Faulty {
         specs: &[DueSpec],
         limit: usize,
     ) -> Result<Vec<DueClaim>, StoreError> {
+        self.due_claims.fetch_add(1, Ordering::AcqRel);
         self.inner.claim_due(owner, specs, limit).await
     }
 

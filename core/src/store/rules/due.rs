@@ -240,7 +240,7 @@ pub fn plan_due(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Utc>, limit:
         .collect();
     let due = |row: &RowFacts, spec: &DueSpec| match row.status {
         RunStatus::Pending if row.is_waiting() => !busy(row),
-        RunStatus::Pending => row.is_due_again(now) || row.is_queued_ahead(now, spec.ahead),
+        RunStatus::Pending => row.is_due_again(now) || row.is_queued_ahead(now, spec.lead()),
         _ => row.attempt < spec.max_attempts && (row.is_stale(now) || is_abandoned_due(row, now)),
     };
     let running = fresh_running_per_job(&rows, now);
@@ -354,7 +354,7 @@ pub fn jobs_with_due_work(specs: &[DueSpec], rows: &[RowFacts], now: DateTime<Ut
                 || row.is_waiting()
                 || specs
                     .iter()
-                    .any(|s| s.job == row.key.job && row.is_queued_ahead(now, s.ahead))
+                    .any(|s| s.job == row.key.job && row.is_queued_ahead(now, s.lead()))
         })
         .map(|row| row.key.job.clone())
         .collect();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::reason;
-use crate::store::{MAX_AHEAD, RunStatus, SlotKey, Trigger};
+use crate::store::{RunStatus, SlotKey, Trigger};
 
 /// One row as the rules see it: its identity and the columns a decision depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,25 +50,25 @@ impl RowFacts {
     /// its instant, from the schedule (catch-up runs, which the catch-up policy asked for one by one,
     /// and an operator's runs are not queued slots).
     pub fn is_queued_slot(&self, now: DateTime<Utc>) -> bool {
-        self.status == RunStatus::Pending
-            && self.attempt == 0
-            && self.trigger == Trigger::Schedule
-            && self.is_due_again(now)
+        self.is_queued() && self.is_due_again(now)
     }
 
     /// A slot a scheduler queued (as [`is_queued_slot`](Self::is_queued_slot)) that falls due
-    /// after `now` and at most `ahead` later: a worker may claim it early. A lead longer than
-    /// [`MAX_AHEAD`] counts as that.
-    pub fn is_queued_ahead(&self, now: DateTime<Utc>, ahead: Duration) -> bool {
-        let Ok(lead) = TimeDelta::from_std(ahead.min(MAX_AHEAD)) else {
+    /// after `now` and at most `lead` later ([`DueSpec::lead`](crate::store::DueSpec::lead)): a
+    /// worker may claim it early.
+    pub fn is_queued_ahead(&self, now: DateTime<Utc>, lead: Duration) -> bool {
+        let Ok(lead) = TimeDelta::from_std(lead) else {
             return false;
         };
-        self.status == RunStatus::Pending
-            && self.attempt == 0
-            && self.trigger == Trigger::Schedule
+        self.is_queued()
             && self.next_attempt_at.is_some_and(|at| {
                 at > now && at.checked_sub_signed(lead).is_none_or(|from| from <= now)
             })
+    }
+
+    /// `pending`, never attempted, from the schedule: the shape of a slot a scheduler queued.
+    fn is_queued(&self) -> bool {
+        self.status == RunStatus::Pending && self.attempt == 0 && self.trigger == Trigger::Schedule
     }
 
     /// `pending` or `abandoned` and due again at `now`.
