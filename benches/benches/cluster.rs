@@ -18,6 +18,7 @@
 //! and claim call to stderr (when, how long, how many, what came back).
 //! Override the server with `SLOTGUARD_TEST_DATABASE_URL`: a 10,000-job storm needs a lock table
 //! larger than the default one (`max_locks_per_transaction`, see docs/guards.md).
+//! `SG_BENCH_SPREAD_MS` sets every replica's `load_spread` (default: the builder's, 20 ms).
 
 use slotguard_benches::quantile;
 use std::collections::HashMap;
@@ -665,6 +666,9 @@ async fn start_on(
         .jobs(jobs);
     if let Some(stale) = stale_after {
         builder = builder.stale_after(stale);
+    }
+    if let Ok(ms) = std::env::var("SG_BENCH_SPREAD_MS") {
+        builder = builder.load_spread(Duration::from_millis(ms.parse().expect("ms")));
     }
     let ahead = CLAIM_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed);
     if ahead != DEFAULT_AHEAD {

@@ -462,14 +462,14 @@ pub(crate) fn max_early_us() -> i64 {
 
 /// What `CLAIM` takes for a batch of requests: the request columns and the two per-request
 /// arrays of its own (overlap policies, whether made ahead).
-struct ClaimArgs<'a> {
+pub(crate) struct ClaimArgs<'a> {
     cols: RequestColumns<'a>,
     overlaps: Vec<&'a str>,
     ahead: Vec<bool>,
 }
 
 impl<'a> ClaimArgs<'a> {
-    fn new(requests: &'a [ClaimRequest]) -> Self {
+    pub(crate) fn new(requests: &'a [ClaimRequest]) -> Self {
         ClaimArgs {
             cols: RequestColumns::new(requests),
             overlaps: requests.iter().map(|r| r.overlap.as_str()).collect(),
@@ -479,7 +479,7 @@ impl<'a> ClaimArgs<'a> {
 
     /// `statement` (`CLAIM`) with every parameter bound: claimed for `owner`, or with `queue`
     /// enqueued.
-    fn query<'q>(
+    pub(crate) fn query<'q>(
         &'q self,
         statement: AssertSqlSafe<Arc<str>>,
         owner: &'q str,

@@ -80,6 +80,7 @@ mod calendars;
 mod claims;
 mod error;
 mod failover;
+mod finishes;
 mod inspect;
 mod keys;
 mod lease;
@@ -118,6 +119,7 @@ pub use slotguard::store::AttemptRecord as AttemptRow;
 /// before the admin store.
 pub use slotguard::store::RunRecord as RunRow;
 
+use crate::finishes::FinishArgs;
 use crate::locks::Locks;
 use crate::sql::{Statements, sql};
 
@@ -344,56 +346,11 @@ impl SlotStore for PgBackend {
             [(lease, finish)] => return Ok(vec![self.finish_single(owner, lease, finish).await?]),
             _ => {}
         }
-        let n = finishes.len();
-        let (mut ids, mut tokens) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut statuses, mut attempt_statuses) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut classes, mut messages, mut retries) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for (lease, finish) in finishes {
-            ids.push(lease.run_id);
-            tokens.push(lease.token);
-            statuses.push(finish.status.as_str());
-            attempt_statuses.push(finish.attempt_status.as_str());
-            classes.push(finish.error_class.map(ErrorClass::as_str));
-            messages.push(finish.message.as_deref());
-            retries.push(finish.retry_in.map(|d| micros(d.min(MAX_STALE_AFTER))));
-        }
-        let matched: Vec<i64> = self
-            .fetch_all(
-                sqlx::query_scalar(sql(&self.inner.statements.finish_many))
-                    .bind(owner)
-                    .bind(&ids)
-                    .bind(&tokens)
-                    .bind(&statuses)
-                    .bind(&attempt_statuses)
-                    .bind(&classes)
-                    .bind(&messages)
-                    .bind(&retries)
-                    .bind(
-                        finishes
-                            .iter()
-                            .map(|(l, _)| l.key.job.as_str())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        finishes
-                            .iter()
-                            .map(|(l, _)| l.key.scheduled_at)
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(
-                        finishes
-                            .iter()
-                            .map(|(l, _)| l.key.partition.as_str())
-                            .collect::<Vec<_>>(),
-                    ),
-            )
-            .await
-            .map_err(PgError::from)?;
-        let answers: Vec<bool> = ids.iter().map(|id| matched.contains(id)).collect();
+        let args = FinishArgs::new(finishes);
+        let query = args.query(sql(&self.inner.statements.finish_many), owner);
+        let matched: Vec<i64> = self.fetch_all(query).await.map_err(PgError::from)?;
+        let matched: std::collections::HashSet<i64> = matched.into_iter().collect();
+        let answers: Vec<bool> = args.ids.iter().map(|id| matched.contains(id)).collect();
         Ok(answers)
     }
 

@@ -69,6 +69,8 @@ WHERE NOT pg_try_advisory_xact_lock(1936486260, hashtext(j))
 ///   it and the other skips it (`Taken`); a claimer that comes after the winner committed re-reads
 ///   the row, finds its fresh heartbeat and skips it too. Claims therefore never wait on row locks
 ///   (except `replaced`, which waits for a concurrent writer of a running row to commit).
+///   Its status test is `running!` (`sql/mod.rs`): the slot key finds each row, whatever the
+///   statistics say about the running rows (in a storm they all share the instant).
 /// - `upd` re-claims the locked rows: new owner and presence, the request's token, attempt + 1.
 ///   Its WHERE repeats the staleness test and demands a higher token, as a second line of defence.
 /// - `abandon` closes the previous attempt of each re-claimed run; `attempts` opens an attempt row
@@ -217,7 +219,9 @@ stale AS (
       ON f.job_name = j.job_name
      AND f.scheduled_at = j.scheduled_at
      AND f.partition_key = j.partition_key
-    WHERE j.status = 'running'
+    WHERE "#,
+    running!("j"),
+    r#"
       AND j.heartbeat_at + j.stale_after < {now}
       AND NOT $13
     FOR UPDATE OF j SKIP LOCKED

@@ -43,7 +43,11 @@ SELECT (SELECT count(*) FROM run) AS runs
 /// attempt statuses `$5`, error classes `$6`, messages `$7`, microseconds until due again `$8`
 /// (`NULL`: not due), and the slots' jobs `$9`, instants `$10` and partitions `$11`. Answers the
 /// ids of the runs that matched.
-pub(crate) const FINISH_MANY: &str = "
+///
+/// The run ids find the rows; the status test is `running!` (`sql/mod.rs`), so that no index of
+/// running rows can lead the join, however few running rows the statistics expect.
+pub(crate) const FINISH_MANY: &str = concat!(
+    "
 WITH input AS (
     SELECT *
     FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
@@ -59,7 +63,9 @@ run AS (
         finished_at = {now},
         updated_at = {now}
     FROM input i
-    WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND r.status = 'running'
+    WHERE r.id = i.id AND r.fencing_token = i.token AND r.owner = $1 AND ",
+    running!("r"),
+    "
       AND r.job_name = i.job AND r.scheduled_at = i.slot AND r.partition_key = i.part
     RETURNING r.id, r.attempt, r.fencing_token, r.scheduled_at, i.attempt_status, i.message
 ),
@@ -72,4 +78,5 @@ attempt AS (
     RETURNING a.id
 )
 SELECT id FROM run
-";
+"
+);

@@ -6,10 +6,8 @@
 //! the same way, but its plan takes neither index here (it reads the pending rows through
 //! `job_runs_due_idx`), so it is not checked: the check could not fail.
 
-use slotguard_tests::pg::{TestSchema, database_url};
+use slotguard_tests::pg::TestSchema;
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
-
-use crate::PgBackend;
 
 /// The parameters a read takes.
 #[derive(Clone, Copy)]
@@ -47,23 +45,15 @@ async fn plan(conn: &mut PgConnection, sql: &str, params: Params) -> String {
 #[tokio::test]
 async fn head_of_queue_reads_cannot_walk_the_slot_key() {
     let schema = TestSchema::new();
-    let backend = PgBackend::builder(&database_url())
-        .schema(schema.name.clone())
-        .pool_size(1)
-        .connect()
-        .await
-        .expect("connect");
+    // A connection of its own, not the pool's: a failed assertion closes it, and its lock on the
+    // dropped index goes with it, so the schema can be dropped after the test.
+    let (backend, mut conn) = super::test_backend(&schema.name, 1).await;
     let s = &backend.inner.statements;
     let reads = [
         ("due_jobs", &s.due_jobs, Params::Ask),
         ("claim_due", &s.claim_due, Params::Claim),
         ("claim_due_free", &s.claim_due_free, Params::Claim),
     ];
-    // A connection of its own, not the pool's: a failed assertion closes it, and its lock on the
-    // dropped index goes with it, so the schema can be dropped after the test.
-    let mut conn = PgConnection::connect(&database_url())
-        .await
-        .expect("connect");
     let mut tx = conn.begin().await.expect("begin");
     let drop = format!("DROP INDEX \"{}\".job_runs_active_idx", schema.name);
     sqlx::raw_sql(AssertSqlSafe(drop))
