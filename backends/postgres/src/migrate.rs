@@ -117,6 +117,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "queue collation",
         sql: include_str!("../migrations/0019_queue_collation.sql"),
     },
+    Migration {
+        version: 20,
+        description: "running runs found by job",
+        sql: include_str!("../migrations/0020_running_runs_by_job.sql"),
+    },
 ];
 
 /// The first half of the two-`int4` advisory-lock key that serializes migrations (ASCII `slot`);

@@ -59,6 +59,9 @@ WHERE NOT pg_try_advisory_xact_lock(1936486260, hashtext(j))
 ///   job and partition's `running` runs `abandoned` with no `next_attempt_at`, so that neither
 ///   `claim_due` nor their holders' heartbeats and fenced writes touch them again;
 ///   `replaced_attempts` closes their attempts. Neither sees the rows `ins` inserted (one snapshot).
+///   `replaced` runs only when some request was decided `replace` (a one-time test): with
+///   statistics that expect no running run the planner may drive its join from every running run,
+///   once per inserted slot (`sql::by_key`).
 /// - `fenced` (for a new slot inserted `running` under `skip` or `buffer_one`) marks the other runs
 ///   of its job and partition that are `running` with an expired heartbeat `abandoned`, due again
 ///   at once: their holders are frozen or dead, and their heartbeats and fenced writes are refused
@@ -69,8 +72,6 @@ WHERE NOT pg_try_advisory_xact_lock(1936486260, hashtext(j))
 ///   it and the other skips it (`Taken`); a claimer that comes after the winner committed re-reads
 ///   the row, finds its fresh heartbeat and skips it too. Claims therefore never wait on row locks
 ///   (except `replaced`, which waits for a concurrent writer of a running row to commit).
-///   Its status test is `running!` (`sql/mod.rs`): the slot key finds each row, whatever the
-///   statistics say about the running rows (in a storm they all share the instant).
 /// - `upd` re-claims the locked rows: new owner and presence, the request's token, attempt + 1.
 ///   Its WHERE repeats the staleness test and demands a higher token, as a second line of defence.
 /// - `abandon` closes the previous attempt of each re-claimed run; `attempts` opens an attempt row
@@ -186,6 +187,7 @@ replaced AS (
       AND j.job_name = i.job_name
       AND j.partition_key = i.partition_key
       AND j.status = 'running'
+      AND EXISTS (SELECT 1 FROM decided x WHERE x.decision = 'replace')
     RETURNING j.id, j.attempt, j.fencing_token, j.job_name, j.scheduled_at, j.partition_key
 ),
 "#,
@@ -219,9 +221,7 @@ stale AS (
       ON f.job_name = j.job_name
      AND f.scheduled_at = j.scheduled_at
      AND f.partition_key = j.partition_key
-    WHERE "#,
-    running!("j"),
-    r#"
+    WHERE j.status = 'running'
       AND j.heartbeat_at + j.stale_after < {now}
       AND NOT $13
     FOR UPDATE OF j SKIP LOCKED

@@ -45,7 +45,7 @@ SELECT (SELECT count(*) FROM run) AS runs
 /// ids of the runs that matched.
 ///
 /// The run ids find the rows; the status test is `running!` (`sql/mod.rs`), so that no index of
-/// running rows can lead the join, however few running rows the statistics expect.
+/// running runs can lead the join, however few running runs the statistics expect.
 pub(crate) const FINISH_MANY: &str = concat!(
     "
 WITH input AS (

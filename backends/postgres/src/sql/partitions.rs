@@ -83,8 +83,6 @@ ALTER TABLE {schema}.job_runs
     ADD CONSTRAINT job_runs_pkey PRIMARY KEY (id, scheduled_at),
     ADD CONSTRAINT job_runs_slot_key UNIQUE (job_name, scheduled_at, partition_key);
 CREATE UNIQUE INDEX job_runs_fencing_token_key ON {schema}.job_runs (fencing_token, scheduled_at);
-CREATE INDEX job_runs_running_heartbeat_idx ON {schema}.job_runs (heartbeat_at)
-    WHERE status = 'running';
 CREATE INDEX job_runs_running_job_idx ON {schema}.job_runs (job_name, partition_key)
     WHERE status = 'running';
 CREATE INDEX job_runs_due_idx ON {schema}.job_runs (status, next_attempt_at)
@@ -95,7 +93,7 @@ CREATE INDEX job_runs_finished_idx ON {schema}.job_runs (job_name, finished_at)
 CREATE INDEX job_runs_job_status_idx
     ON {schema}.job_runs (job_name, status, scheduled_at DESC, id DESC);
 CREATE INDEX job_runs_status_scheduled_idx
-    ON {schema}.job_runs (status, scheduled_at DESC, id DESC);
+    ON {schema}.job_runs (status COLLATE "C", scheduled_at DESC, id DESC);
 CREATE INDEX job_runs_active_idx
     ON {schema}.job_runs (job_name COLLATE "C", scheduled_at, partition_key COLLATE "C")
     WHERE status IN ('pending', 'abandoned', 'running');

@@ -19,7 +19,7 @@ pub(crate) const TAKE: &str = "SELECT pg_try_advisory_lock_shared($1, $2)";
 /// writes a heartbeat of its own. A row already stale is left alone. Rows without a presence key
 /// (claimed before migration 13) wait out their threshold.
 ///
-/// Walks `job_runs_running_heartbeat_idx` (the `running` rows only) and reads `pg_locks` once.
+/// Walks `job_runs_running_job_idx` (the `running` rows only) and reads `pg_locks` once.
 pub(crate) const EXPIRE_GONE: &str = r#"
 WITH present AS MATERIALIZED (
     SELECT l.objid

@@ -51,7 +51,7 @@ WITH page AS (
     SELECT *
     FROM {schema}.job_runs
     WHERE ($1::text IS NULL OR job_name = $1)
-      AND ($2::text IS NULL OR status = $2)
+      AND ($2::text IS NULL OR status COLLATE "C" = $2)
       AND ($3::text IS NULL OR partition_key = $3)
       AND ($4::timestamptz IS NULL OR scheduled_at >= $4)
       AND ($5::timestamptz IS NULL OR scheduled_at < $5)
@@ -106,15 +106,16 @@ ORDER BY j.ord
 /// For each job in `$1`, in order, the latest slot instant among its rows not triggered by hand
 /// (NULL when it has none).
 /// Per job: runs `running`, `pending`, and `failed`/`dead`/`abandoned` with a slot at or after `$1`.
-/// Each branch is answered from the `(status, scheduled_at DESC, id DESC)` index.
+/// Each branch is answered from the `(status COLLATE "C", scheduled_at DESC, id DESC)` index, which
+/// only a status named in the "C" collation can use (migration 20).
 pub(crate) const RUN_COUNTS: &str = r#"
 SELECT job_name,
        count(*) FILTER (WHERE status = 'running') AS running,
        count(*) FILTER (WHERE status = 'pending') AS queued,
        count(*) FILTER (WHERE status IN ('failed', 'dead', 'abandoned')) AS failed
 FROM {schema}.job_runs
-WHERE status IN ('running', 'pending')
-   OR (status IN ('failed', 'dead', 'abandoned') AND scheduled_at >= $1)
+WHERE status COLLATE "C" IN ('running', 'pending')
+   OR (status COLLATE "C" IN ('failed', 'dead', 'abandoned') AND scheduled_at >= $1)
 GROUP BY job_name
 ORDER BY job_name
 "#;

@@ -47,6 +47,7 @@ async fn five_replicas_starting_at_once_migrate_a_fresh_schema_once() {
         (17, "history layout".to_owned()),
         (18, "queue order".to_owned()),
         (19, "queue collation".to_owned()),
+        (20, "running runs found by job".to_owned()),
     ];
     assert_eq!(applied(&backends[0]).await, want);
 
