@@ -16,19 +16,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slotguard::store::{LockLease, StoreError};
-use sqlx::postgres::{PgConnectOptions, PgRow};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection, Row};
 use tokio::sync::{Mutex, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{PgError, is_unavailable};
 
-/// Tries every key; answers in key order with the server pid, so that a pooler that moved us to
-/// another session is caught in the same round trip.
+/// Tries every key, in the order given; answers one row: the keys it got and the server pid, so
+/// that a pooler that moved us to another session is caught in the same round trip. Only the keys
+/// it got come back: in a storm most tries fail (another replica holds the key), and a row per
+/// key was most of the statement's cost on both sides.
 const TRY_LOCK: &str = "
-SELECT k, pg_try_advisory_lock(k) AS got, pg_backend_pid() AS pid
-FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, ord)
-ORDER BY ord
+SELECT pg_backend_pid() AS pid,
+       ARRAY(SELECT k
+             FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, ord)
+             WHERE pg_try_advisory_lock(k)
+             ORDER BY ord) AS got
 ";
 
 const UNLOCK: &str =
@@ -157,20 +161,16 @@ impl Locks {
             .collect();
         let mut granted = HashMap::new();
         if !ask.is_empty() {
-            let rows = self.query_locks(state, owner, &ask).await?;
-            for row in rows {
-                let key: i64 = row.try_get("k").map_err(PgError::from)?;
-                if row.try_get::<bool, _>("got").map_err(PgError::from)? {
-                    let lost = CancellationToken::new();
-                    state.held.insert(
-                        key,
-                        Held {
-                            owner: owner.to_owned(),
-                            lost: lost.clone(),
-                        },
-                    );
-                    granted.insert(key, lost);
-                }
+            for key in self.query_locks(state, owner, &ask).await? {
+                let lost = CancellationToken::new();
+                state.held.insert(
+                    key,
+                    Held {
+                        owner: owner.to_owned(),
+                        lost: lost.clone(),
+                    },
+                );
+                granted.insert(key, lost);
             }
         }
         Ok(keys
@@ -186,7 +186,8 @@ impl Locks {
             .collect())
     }
 
-    /// Runs [`TRY_LOCK`] on the lock connection, connecting first if there is none. A connection
+    /// Runs [`TRY_LOCK`] on the lock connection, connecting first if there is none; answers the
+    /// keys it got. A connection
     /// that holds nothing and turns out dead is replaced once; one that holds locks is not, because
     /// those locks are gone with it and their holders must hear about it first.
     async fn query_locks(
@@ -194,7 +195,7 @@ impl Locks {
         state: &mut State,
         owner: &str,
         keys: &[i64],
-    ) -> Result<Vec<PgRow>, StoreError> {
+    ) -> Result<Vec<i64>, StoreError> {
         let mut retried = false;
         loop {
             let session = self.session(state).await?;
@@ -212,17 +213,13 @@ impl Locks {
                     session.named = Some(owner.to_owned());
                 }
             }
-            match sqlx::query(TRY_LOCK)
+            match sqlx::query_as::<_, (i32, Vec<i64>)>(TRY_LOCK)
                 .bind(keys)
-                .fetch_all(&mut session.conn)
+                .fetch_one(&mut session.conn)
                 .await
             {
-                Ok(rows) => {
-                    if let Some(other) = rows
-                        .iter()
-                        .filter_map(|r| r.try_get::<i32, _>("pid").ok())
-                        .find(|&p| p != pid)
-                    {
+                Ok((other, got)) => {
+                    if other != pid {
                         state.conn = None;
                         self.lose_all(state, "the lock connection changed server sessions");
                         return Err(PgError::TransactionPooler {
@@ -232,7 +229,7 @@ impl Locks {
                         }
                         .into());
                     }
-                    return Ok(rows);
+                    return Ok(got);
                 }
                 Err(e) if is_unavailable(&e) => {
                     state.conn = None;
