@@ -100,11 +100,7 @@ async fn claim_work(
         .await
         .expect("quote")
         .get(0);
-    let plan = run_generic(conn, "sg_claim", &literals).await;
-    if std::env::var("SHOW").is_ok() {
-        eprintln!("{}", plan.join("\n"));
-    }
-    work(&plan)
+    work(&run_generic(conn, "sg_claim", &literals).await)
 }
 
 /// `RUNNING` slots at `at` claimed by owner `a` of `backend`: their requests and leases.
@@ -178,11 +174,11 @@ async fn storm_work(before: Before) -> [(&'static str, usize); 3] {
         Vec::new()
     };
     let table = format!("\"{}\".job_runs", schema.name);
-    let stats = format!(
+    let setup = format!(
         "ALTER TABLE {table} SET (autovacuum_enabled = false); ANALYZE {table}; \
          SET plan_cache_mode = force_generic_plan;"
     );
-    sqlx::raw_sql(AssertSqlSafe(stats))
+    sqlx::raw_sql(AssertSqlSafe(setup))
         .execute(&mut conn)
         .await
         .expect("statistics");
@@ -229,11 +225,11 @@ fn assert_bounded(work: [(&str, usize); 3]) {
 }
 
 #[tokio::test]
-async fn on_a_new_install_lookups_by_key_read_the_rows_asked_for() {
+async fn on_a_new_install_a_storms_statements_read_the_rows_asked_for() {
     assert_bounded(storm_work(Before::Nothing).await);
 }
 
 #[tokio::test]
-async fn with_yesterdays_plans_lookups_by_key_read_the_rows_asked_for() {
+async fn with_yesterdays_plans_a_storms_statements_read_the_rows_asked_for() {
     assert_bounded(storm_work(Before::Yesterday).await);
 }
