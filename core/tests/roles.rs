@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 #[path = "support/faulty_store.rs"]
 mod faulty_store;
 use faulty_store::Faulty;
-use slotguard::store::RunStatus;
+use slotguard::store::{RunStatus, Store};
 use slotguard::{
     Clock, ConfigError, GuardLevel, Job, JobContext, MemoryBackend, Overlap, Role, Scheduler,
     SchedulerHandle, TokioClock,
@@ -68,19 +68,21 @@ async fn process(
     role: Role,
     job: Job,
 ) -> SchedulerHandle {
-    process_ahead(store, clock, (id, role), job, Duration::ZERO).await
+    let store = Store::full(Arc::new(store.clone()));
+    process_ahead(&store, clock, (id, role), job, Duration::ZERO).await
 }
 
-/// [`process`] with a `claim_ahead` of `lead` (a worker claims queued slots that early).
+/// [`process`] on `store`, with a `claim_ahead` of `lead` (a worker claims queued slots that
+/// early).
 async fn process_ahead(
-    store: &MemoryBackend,
+    store: &Store,
     clock: TokioClock,
     (id, role): (&str, Role),
     job: Job,
     lead: Duration,
 ) -> SchedulerHandle {
     Scheduler::builder()
-        .backend(store.clone())
+        .store(store.clone())
         .clock(clock)
         .instance_id(id)
         .role(role)
@@ -96,7 +98,7 @@ async fn process_ahead(
 }
 
 async fn cluster(
-    store: &MemoryBackend,
+    store: &Store,
     clock: TokioClock,
     ledger: &Ledger,
     roles: &[(&str, Role)],
@@ -125,7 +127,8 @@ async fn run_ahead(
     let clock = TokioClock::starting_at(at("2026-03-02T01:00:00.500Z"));
     let store = MemoryBackend::with_clock(Arc::new(clock));
     let ledger = Ledger::default();
-    let handles = cluster(&store, clock, &ledger, roles, (body_secs, lead)).await;
+    let full = Store::full(Arc::new(store.clone()));
+    let handles = cluster(&full, clock, &ledger, roles, (body_secs, lead)).await;
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop(handles).await;
     (store, ledger)
@@ -421,24 +424,8 @@ async fn a_worker_whose_early_look_found_the_job_busy_does_not_spin() {
         ..Faulty::default()
     });
     let ledger = Ledger::default();
-    let mut handles = Vec::new();
-    for (id, role) in AHEAD {
-        let handle = Scheduler::builder()
-            .store(Faulty::store_of(&faulty).with_queue(Arc::clone(&faulty.inner) as _))
-            .clock(clock)
-            .instance_id(id)
-            .role(role)
-            .claim_ahead(LEAD)
-            .stale_after(Duration::from_secs(3))
-            .recovery_interval(Duration::from_secs(1))
-            .job(ledger.job("* * * * * *", 1.05, clock, id))
-            .build()
-            .unwrap()
-            .try_start()
-            .await
-            .unwrap();
-        handles.push(handle);
-    }
+    let store = Faulty::store_of(&faulty).with_queue(Arc::clone(&faulty.inner) as _);
+    let handles = cluster(&store, clock, &ledger, &AHEAD, (1.05, LEAD)).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     stop(handles).await;
     assert!(ledger.all().len() >= 4, "{:#?}", ledger.all());

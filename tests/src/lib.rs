@@ -64,7 +64,8 @@ fn spec(job: &str, max_attempts: u32) -> DueSpec {
     }
 }
 
-fn won(claim: &Claim) -> Lease {
+/// The lease of a claim that was won; panics, naming the answer, on any other.
+pub fn won(claim: &Claim) -> Lease {
     match claim {
         Claim::Won(lease) => lease.clone(),
         Claim::Taken { status } => panic!("expected to win the claim, found it {status}"),

@@ -187,9 +187,9 @@ impl Locks {
     }
 
     /// Runs [`TRY_LOCK`] on the lock connection, connecting first if there is none; answers the
-    /// keys it got. A connection
-    /// that holds nothing and turns out dead is replaced once; one that holds locks is not, because
-    /// those locks are gone with it and their holders must hear about it first.
+    /// keys it got. A connection that holds nothing and turns out dead is replaced once; one that
+    /// holds locks is not, because those locks are gone with it and their holders must hear about
+    /// it first.
     async fn query_locks(
         &self,
         state: &mut State,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slotguard::Overlap;
-use slotguard::store::{Claim, ClaimRequest, Finish, Lease, SlotStore};
+use slotguard::store::{ClaimRequest, Finish, Lease, SlotStore};
 use slotguard_tests::pg::TestSchema;
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection, Row as _};
 
@@ -106,17 +106,9 @@ async fn claim_work(
 /// `RUNNING` slots at `at` claimed by owner `a` of `backend`: their requests and leases.
 async fn storm(backend: &crate::PgBackend, at: &str) -> (Vec<ClaimRequest>, Vec<Lease>) {
     let requests: Vec<_> = (0..RUNNING).map(|j| request(j, at)).collect();
-    let leases: Vec<Lease> = backend
-        .claim("a", &requests)
-        .await
-        .expect("claim")
-        .into_iter()
-        .filter_map(|c| match c {
-            Claim::Won(lease) => Some(lease),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(leases.len(), RUNNING);
+    let claims = backend.claim("a", &requests).await.expect("claim");
+    // Every slot is won: `won` panics, naming the answer, on any other.
+    let leases = claims.iter().map(slotguard_tests::won).collect();
     (requests, leases)
 }
 
