@@ -121,8 +121,11 @@ async fn a_lease_is_kept_across_a_pgbouncer_restart_and_killed_server_connection
     };
     let schema = TestSchema::new();
     let ttl = Duration::from_secs(3);
-    let a = leases(&schema, &bouncer.url(), ttl).await;
-    let b = leases(&schema, &bouncer.url(), ttl).await;
+    // Named after the schema, so that ending "our" server sessions spares the lease sessions of
+    // the tests running beside this one.
+    let url = format!("{}?application_name={}", bouncer.url(), schema.name);
+    let a = leases(&schema, &url, ttl).await;
+    let b = leases(&schema, &url, ttl).await;
     let key = lock_key();
     let held = take(&a, "a", key).await.expect("a takes the free key");
     bouncer.restart();
@@ -146,16 +149,17 @@ async fn a_lease_is_kept_across_a_pgbouncer_restart_and_killed_server_connection
     assert_eq!(a.held_keys(), [key]);
 }
 
-/// Ends every server session PgBouncer holds to the test database (its sessions come from
-/// 127.0.0.1 and, unlike this test's direct ones, carry no `slotguard` application name of a
-/// backend); the number ended.
+/// Ends every lease session of `schema`'s test (its application name starts with the schema's
+/// name) that PgBouncer holds to the test database; the number ended. Other tests' lease sessions,
+/// direct ones included, carry other names and are left alone.
 async fn kill_bouncer_servers(schema: &TestSchema) -> i64 {
     let backend = schema.backend().await;
     let killed: i64 = sqlx::query_scalar(
         "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid() \
-           AND application_name LIKE '%(slotguard leases)'",
+           AND application_name = $1 || ' (slotguard leases)'",
     )
+    .bind(&schema.name)
     .fetch_one(backend.pool())
     .await
     .expect("terminate");
