@@ -218,3 +218,59 @@ async fn with_a_store_and_the_system_clock_slots_are_claimed_ahead_by_default() 
         assert!(lead <= chrono::TimeDelta::milliseconds(100), "{run:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_slots_due_together_are_claimed_further_ahead_by_default() {
+    use chrono::Timelike as _;
+    // 10,000 jobs due at one whole second, at least 2.5 s from now (after the builder's work):
+    // the default lead is 70 µs a slot, 700 ms, instead of 100 ms.
+    const JOBS: usize = 10_000;
+    let instant = (Utc::now() + chrono::TimeDelta::milliseconds(2_500))
+        .with_nanosecond(0)
+        .unwrap()
+        + chrono::TimeDelta::seconds(1);
+    let cron = format!(
+        "{} {} {} * * *",
+        instant.second(),
+        instant.minute(),
+        instant.hour()
+    );
+    let store = MemoryBackend::new();
+    let jobs = (0..JOBS).map(|j| {
+        Job::new(
+            format!("storm_{j}"),
+            cron.as_str(),
+            |_ctx: JobContext| async {},
+        )
+    });
+    let handle = Scheduler::builder()
+        .backend(store.clone())
+        .default_tz("UTC")
+        .jobs(jobs)
+        .build()
+        .unwrap()
+        .try_start()
+        .await
+        .unwrap();
+    let early = instant - chrono::TimeDelta::milliseconds(800);
+    assert!(Utc::now() < early, "set-up took too long");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while store.runs().len() < JOBS && tokio::time::Instant::now() < deadline {
+        sleep(0.05).await;
+    }
+    handle.shutdown().await;
+    let runs = store.runs();
+    assert_eq!(runs.len(), JOBS);
+    assert!(runs.iter().all(|r| r.key.scheduled_at == instant));
+    // Never more than the storm's lead ahead, and the first claims far past the 100 ms of a lone
+    // slot (a loaded machine may wake the timer late: 300 ms of slack).
+    let lead = runs.iter().map(|r| instant - r.created_at).max().unwrap();
+    assert!(
+        lead <= chrono::TimeDelta::milliseconds(700),
+        "claimed {lead} ahead"
+    );
+    assert!(
+        lead > chrono::TimeDelta::milliseconds(400),
+        "claimed only {lead} ahead"
+    );
+}

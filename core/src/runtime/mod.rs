@@ -18,6 +18,7 @@ pub(crate) mod control;
 mod coverage;
 mod deadline;
 pub(crate) mod enqueue;
+pub(crate) mod lead;
 pub(crate) mod nominal;
 pub(crate) mod recover;
 pub(crate) mod registry;
@@ -60,6 +61,8 @@ pub(crate) struct Runtime {
     pub(crate) kill_after: Duration,
     /// How long before a slot's instant its guard chain runs; the body still starts at the instant.
     pub(crate) claim_ahead: Duration,
+    /// The timer's lead: `claim_ahead`, longer for many slots due together when it is the default.
+    pub(crate) lead: lead::Lead,
     /// The widest delay a replica adds before it offers a slot to the chain, so that the jobs of
     /// one tick spread over the replicas ([`SchedulerBuilder::load_spread`](crate::SchedulerBuilder::load_spread)).
     pub(crate) spread: Duration,

@@ -12,18 +12,21 @@ use slotguard_cron::Slot;
 
 use crate::entry::Candidate;
 
+use super::lead::Instants;
 use super::{Runtime, deadline, removed, tick};
 
 /// Due time, job index, and whether the entry is a slot the job's calendar removed.
 type Heap = BinaryHeap<Reverse<(DateTime<Utc>, usize, bool)>>;
 
 /// Each job's next slot, its next removed slot, the last slot fired per job (a clock that steps
-/// back never fires a slot twice here), and the heap of due times.
+/// back never fires a slot twice here), the heap of due times, and how many slots of the heap fall
+/// due at each instant (the lead grows with them: `lead.rs`).
 struct Plan {
     next: Vec<Option<Slot>>,
     removed: Vec<Option<Slot>>,
     fired: Vec<Option<DateTime<Utc>>>,
     heap: Heap,
+    instants: Instants,
 }
 
 /// What one turn of the timer found due.
@@ -41,26 +44,32 @@ pub(crate) async fn drive(rt: Arc<Runtime>) {
         removed: vec![None; n],
         fired: vec![None; n],
         heap: BinaryHeap::with_capacity(n),
+        instants: Instants::default(),
     };
     let mut changes = rt.synced.as_ref().map(|c| c.changes());
     let mut overrides = rt.calendars.as_ref().map(|c| c.subscribe());
     report_periods(&rt);
     super::coverage::report(&rt);
     plan.replan(&rt);
-    let lead = chrono::Duration::from_std(rt.claim_ahead).unwrap_or(chrono::Duration::zero());
+    let base = chrono::Duration::from_std(rt.lead.base()).unwrap_or(chrono::Duration::zero());
     loop {
         let Some(&Reverse((due, _, _))) = plan.heap.peek() else {
             // No job will ever fire again (the calendar ran out); wait for shutdown.
             rt.stop.cancelled().await;
             return;
         };
-        let mut wait = (due - lead - rt.clock.now())
-            .to_std()
-            .unwrap_or(Duration::ZERO);
+        // The earliest entry may be a removed slot, which the instants do not count.
+        let wake = plan
+            .instants
+            .wake(rt.lead)
+            .map_or(due - base, |w| w.min(due - base));
+        let now = rt.clock.now();
+        let mut wait = (wake - now).to_std().unwrap_or(Duration::ZERO);
         if wait.is_zero() {
             if rt.stop.is_cancelled() {
                 return;
             }
+            let lead = plan.instants.horizon(rt.lead, now);
             let due = plan.take_due(&rt, lead);
             spawn_ticks(&rt, due.slots);
             if !due.removed.is_empty() {
@@ -116,6 +125,7 @@ impl Plan {
     /// ticks (see `catchup::plan`).
     fn replan(&mut self, rt: &Runtime) {
         self.heap.clear();
+        self.instants.clear();
         let now = rt.clock.now();
         let from_now = now - rt.settle();
         for i in 0..rt.jobs.len() {
@@ -123,6 +133,7 @@ impl Plan {
             let slot = rt.next_slot(i, from);
             if let Some(slot) = slot {
                 self.heap.push(Reverse((slot.scheduled_at, i, false)));
+                self.instants.add(slot.scheduled_at);
             }
             self.next[i] = slot;
             self.removed[i] = None;
@@ -180,6 +191,7 @@ impl Plan {
                 break;
             }
             self.heap.pop();
+            self.instants.remove(at);
             in_batch.insert(i);
             let Some(slot) = self.next[i] else { continue };
             self.fired[i] = Some(slot.scheduled_at);
@@ -187,6 +199,7 @@ impl Plan {
             self.next[i] = following;
             if let Some(f) = following {
                 self.heap.push(Reverse((f.scheduled_at, i, false)));
+                self.instants.add(f.scheduled_at);
             }
             // A calendar whose next removed slot lay beyond the horizon: look again from here.
             self.plan_removed(rt, i, slot.scheduled_at);
