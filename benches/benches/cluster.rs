@@ -17,7 +17,8 @@
 //! answers (won, taken, contended, failed); with `SG_BENCH_CLAIMS` set it prints every `try_lock`
 //! and claim call to stderr (when, how long, how many, what came back).
 //! Override the server with `SLOTGUARD_TEST_DATABASE_URL`: a 10,000-job storm needs a lock table
-//! larger than the default one (`max_locks_per_transaction`, see docs/guards.md).
+//! larger than the default one (`max_locks_per_transaction`, see docs/guards.md);
+//! `benches/scripts/sized-postgres.sh start` makes a throwaway server with one and prints its URL.
 //! `SG_BENCH_SPREAD_MS` sets every replica's `load_spread` (default: the builder's, 20 ms).
 
 use slotguard_benches::quantile;
