@@ -5,11 +5,11 @@
 //! instant on eight replicas (PostgreSQL, 2 cores), claims that began 100 ms ahead ended 0.45 to
 //! 0.75 s after the instant: the bodies started that late, and the claims shared the server with
 //! the first bodies' finishes and the second looks, which start at the instant. Begun 700 ms
-//! ahead (this default), they ran alone, about 500 ms, and every row existed by the instant
-//! (docs/PERFORMANCE.md). So the default lead is the base of
-//! [`claim_ahead`](crate::SchedulerBuilder::claim_ahead) (100 ms) or [`STORM_PER_SLOT`] for each
-//! slot due at the instant, whichever is longer, and at most [`MAX_LEAD`]. A lead the user set is
-//! kept as set.
+//! ahead (this default), they ran alone, about 500 ms, and every row existed when the bench first
+//! looked after the instant, 7–21 ms after it (docs/PERFORMANCE.md). So the default lead is the
+//! base of [`claim_ahead`](crate::SchedulerBuilder::claim_ahead) (100 ms) or [`STORM_PER_SLOT`]
+//! for each slot due at the instant, whichever is longer, and at most [`MAX_LEAD`]. A lead the user
+//! set is kept as set.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -59,9 +59,9 @@ pub(crate) struct Runtime {
     pub(crate) grace: Duration,
     /// After `cancel`, how long a job body gets to return before it is dropped.
     pub(crate) kill_after: Duration,
-    /// How long before a slot's instant its guard chain runs; the body still starts at the instant.
-    pub(crate) claim_ahead: Duration,
-    /// The timer's lead: `claim_ahead`, longer for many slots due together when it is the default.
+    /// How long before a slot's instant its guard chain runs (the body still starts at the
+    /// instant): `claim_ahead` as its base, longer in the timer for many slots due together when
+    /// it is the default.
     pub(crate) lead: lead::Lead,
     /// The widest delay a replica adds before it offers a slot to the chain, so that the jobs of
     /// one tick spread over the replicas ([`SchedulerBuilder::load_spread`](crate::SchedulerBuilder::load_spread)).

@@ -142,7 +142,7 @@ async fn which_due(
 /// due and starts each body at its instant; nothing for other roles (no slot of theirs is queued).
 pub(crate) fn lead(rt: &Runtime) -> Duration {
     if rt.role == crate::Role::Worker {
-        rt.claim_ahead
+        rt.lead.base()
     } else {
         Duration::ZERO
     }

@@ -37,7 +37,7 @@ pub(crate) async fn drive(rt: Arc<Runtime>, store: Arc<dyn ScheduleStore>) {
     let mut book = Book::default();
     let mut heap = Heap::new();
     // Half the fence at most: a slot claimed ahead must be one whose versions a recent read knows.
-    let lead = rt.claim_ahead.min(crate::store::SCHEDULE_FENCE / 2);
+    let lead = rt.lead.base().min(crate::store::SCHEDULE_FENCE / 2);
     let lead = chrono::Duration::from_std(lead).unwrap_or_default();
     let mut next_read = rt.clock.now();
     let mut last_read = next_read;
